@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/replicatorhq/replicator/sdk/record"
+)
+
+// Store is a commit log: one logically contiguous byte sequence addressed by
+// physical offsets, kept in fixed-size segments. A master appends messages; a
+// slave appends raw bytes shipped from its master at exactly its max offset.
+//
+// All methods are safe for concurrent use. Any error other than the
+// sentinels below means the store is unusable and replication stops for the
+// node.
+type Store interface {
+	// Append encodes msg as a record and writes it at the end of the log,
+	// assigning its queue offset, physical offset and store timestamp. A
+	// record never spans two segments. With synchronous flushing Append waits
+	// for a group commit that covers the record and returns
+	// ErrFlushDiskTimeout (with a valid result: the record is stored) when it
+	// does not come in time. The store keeps no reference to msg.
+	Append(ctx context.Context, msg *record.Message) (AppendResult, error)
+
+	// AppendAt writes raw commit-log bytes at offset, which must equal the
+	// current max offset (ErrOffsetMismatch otherwise; never a gap). On an
+	// empty log it creates the segment that contains offset. The bytes must
+	// not cross a segment end (ErrSegmentOverflow). Returns the new max
+	// offset. The store keeps no reference to data.
+	AppendAt(offset int64, data []byte) (int64, error)
+
+	// Read returns a view of at most max stored bytes starting at offset,
+	// never crossing a segment end. At offset == max offset the view is empty
+	// (no error). Offsets outside [min, max] give ErrOffsetOutOfRange. The
+	// caller must Release the view; until then the bytes stay mapped.
+	Read(offset int64, max int) (View, error)
+
+	// ReadMessages decodes up to n records starting at offset (a record
+	// boundary), skipping end-of-file fillers, and returns them with the
+	// offset after the last one.
+	ReadMessages(offset int64, n int) ([]record.Record, int64, error)
+
+	// Bounds reports the current offsets and geometry of the log.
+	Bounds() Bounds
+
+	// Truncate cuts the log back to offset (a record boundary at or below
+	// the max offset); crash-safe: cut records never come back.
+	Truncate(offset int64) error
+
+	// Watch registers ch to receive a non-blocking send whenever the max
+	// offset changes (append or truncate). Sends coalesce: give ch a buffer of
+	// one. The returned function unregisters ch.
+	Watch(ch chan<- struct{}) (cancel func())
+
+	// Close flushes and releases the store. Calls after Close fail with ErrClosed.
+	Close() error
+}
+
+// AppendResult describes a record that Append stored.
+type AppendResult struct {
+	Offset         int64 // physical offset of the record
+	NextOffset     int64 // offset just after the record (Offset + size)
+	QueueOffset    int64 // logical offset within (topic, queue)
+	StoreTimestamp int64 // Unix milliseconds
+	Size           int32 // record size in bytes
+}
+
+// Bounds are a store's offsets and segment geometry.
+type Bounds struct {
+	Min              int64 // first readable offset
+	Max              int64 // first offset not yet written
+	Flushed          int64 // every byte below is durable
+	LastSegmentStart int64 // start offset of the last (active) segment
+	SegmentSize      int64 // bytes per segment file
+}
+
+// Releaser is implemented by whatever pins the memory behind a View.
+type Releaser interface{ Release() }
+
+// View is a read-only window onto stored bytes. Data is valid until Release.
+type View struct {
+	Offset int64  // physical offset of Data[0]
+	Data   []byte // never crosses a segment end
+	Ref    Releaser
+}
+
+// Release unpins the view. It is safe to call on a zero View and more than once
+// only through the same copy.
+func (v *View) Release() {
+	if v.Ref != nil {
+		v.Ref.Release()
+		v.Ref = nil
+	}
+	v.Data = nil
+}
+
+// Sentinel errors. Implementations wrap them with context; callers check them
+// with errors.Is.
+var (
+	ErrClosed           = errors.New("store: closed")
+	ErrOffsetMismatch   = errors.New("store: offset does not match the max offset")
+	ErrOffsetOutOfRange = errors.New("store: offset out of range")
+	ErrSegmentOverflow  = errors.New("store: bytes cross a segment end")
+	ErrNotBoundary      = errors.New("store: offset is not a record boundary")
+	ErrCorrupt          = errors.New("store: corrupt commit log")
+	ErrMessageTooLarge  = errors.New("store: message too large")
+	ErrInvalidTopic     = errors.New("store: invalid topic")
+	ErrFlushDiskTimeout = errors.New("store: flush disk timeout")
+)
