@@ -1,0 +1,244 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/replicatorhq/replicator/internal/config"
+)
+
+// Defaults. The API and HA ports are RocketMQ's broker listen port and that
+// port + 1 (its HA port).
+const (
+	defaultListen      = "127.0.0.1:10911"
+	defaultHAListen    = "127.0.0.1:10912"
+	defaultAPIURL      = "http://127.0.0.1:10911"
+	defaultSegmentSize = "1GiB"
+	minSegmentSize     = 64 << 10
+	maxSegmentSize     = 64 << 30
+)
+
+// globalOpts are the options before the command.
+type globalOpts struct {
+	Plugins   string
+	Config    string
+	LogLevel  string
+	LogFormat string
+}
+
+// nodeOpts are the options of master and slave.
+type nodeOpts struct {
+	Data             string
+	Listen           string
+	HAListen         string // master
+	Replication      string // master: async | sync
+	SlaveTimeout     time.Duration
+	SyncAcks         int
+	Flush            string // async | sync
+	SegmentSize      int64
+	MaxMessageSize   int64
+	Master           string // slave: master's HA address
+	MasterAPI        string // slave: master's API URL
+	MetadataInterval time.Duration
+	ReconnectDelay   time.Duration // slave
+	Store            string
+	Transport        string
+}
+
+type putOpts struct {
+	API        string
+	Topic      string
+	Key        string
+	Tag        string
+	Queue      int
+	Properties []string
+	Timeout    time.Duration
+}
+
+type statusOpts struct {
+	API     string
+	JSON    bool
+	Timeout time.Duration
+}
+
+type tailOpts struct {
+	API     string
+	From    int64
+	Follow  bool
+	JSON    bool
+	Max     int
+	Timeout time.Duration
+}
+
+type demoOpts struct {
+	Messages    int
+	Size        int64
+	SegmentSize int64
+	Replication string
+	Concurrency int
+	Keep        bool
+}
+
+// options holds the parse targets of every command.
+type options struct {
+	global globalOpts
+	master nodeOpts
+	slave  nodeOpts
+	put    putOpts
+	status statusOpts
+	tail   tailOpts
+	demo   demoOpts
+}
+
+func checkProperty(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" || v == "" {
+		return fmt.Errorf("invalid property %q (want name=value, both non-empty)", s)
+	}
+	if strings.ContainsAny(s, "\x01\x02") {
+		return fmt.Errorf("invalid property %q: contains a RocketMQ separator (\\x01 or \\x02)", s)
+	}
+	return nil
+}
+
+// program builds the command-line spec over o.
+func program(o *options) *config.Program {
+	g := &o.global
+	global := []*config.Option{
+		{Name: "plugins", Meta: "DIR", Help: "directory of external plugins; builtin plugins are used for names not found there", Value: config.Dir(&g.Plugins, true)},
+		{Name: "config", Meta: "FILE", Help: "HCL configuration file", Value: config.String(&g.Config, true)},
+		{Name: "log-level", Meta: "LEVEL", Help: "trace, debug, info, warn, error or off", Default: "info", Value: config.Enum(&g.LogLevel, "trace", "debug", "info", "warn", "error", "off")},
+		{Name: "log-format", Meta: "FORMAT", Help: "text or json", Default: "text", Value: config.Enum(&g.LogFormat, "text", "json")},
+	}
+	storeOpts := func(n *nodeOpts) []*config.Option {
+		return []*config.Option{
+			{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size; master and slaves must use the same", Default: defaultSegmentSize, Value: config.SizeMultiple(&n.SegmentSize, minSegmentSize, maxSegmentSize, 4096)},
+			{Name: "store", Meta: "NAME", Help: "store plugin", Default: "commitlog", Value: config.String(&n.Store, true)},
+			{Name: "transport", Meta: "NAME", Help: "transport plugin", Default: "tcp", Value: config.String(&n.Transport, true)},
+		}
+	}
+	m := &o.master
+	master := &config.Command{
+		Name:     "master",
+		Synopsis: "run a master: take producer writes and ship the commit log to slaves",
+		Help: `Run a master node. Producers append messages over the HTTP API on --listen;
+slaves connect to --ha-listen and receive the commit log with RocketMQ's
+classic HA protocol. With --replication sync a put returns once --sync-acks
+slaves hold the message (PUT_OK), or after --slave-timeout
+(FLUSH_SLAVE_TIMEOUT), or at once when no slave is close enough
+(SLAVE_NOT_AVAILABLE); the message is stored in every case.
+
+SIGINT or SIGTERM stops the node gracefully: it stops accepting, finishes
+in-flight puts, flushes and closes the commit log, and exits 0.`,
+		Options: append([]*config.Option{
+			{Name: "data", Meta: "DIR", Help: "data directory; the commit log goes in DIR/commitlog", Default: "./data/master", Value: config.String(&m.Data, true)},
+			{Name: "listen", Meta: "ADDR", Help: "HTTP API and metrics address", Default: defaultListen, Value: config.Addr(&m.Listen, true)},
+			{Name: "ha-listen", Meta: "ADDR", Help: "HA address slaves connect to", Default: defaultHAListen, Value: config.Addr(&m.HAListen, true)},
+			{Name: "replication", Meta: "MODE", Help: "async (ASYNC_MASTER) or sync (SYNC_MASTER)", Default: "async", Value: config.Enum(&m.Replication, "async", "sync")},
+			{Name: "slave-timeout", Meta: "DURATION", Help: "sync replication: how long a put waits for slaves", Default: "5s", Value: config.Duration(&m.SlaveTimeout, time.Millisecond, 10*time.Minute)},
+			{Name: "sync-acks", Meta: "N", Help: "sync replication: slaves that must hold a message", Default: "1", Value: config.Int(&m.SyncAcks, 1, 64)},
+			{Name: "flush", Meta: "MODE", Help: "disk flush: async (ASYNC_FLUSH) or sync (SYNC_FLUSH)", Default: "async", Value: config.Enum(&m.Flush, "async", "sync")},
+			{Name: "max-message-size", Meta: "SIZE", Help: "largest message body accepted", Default: "4MiB", Value: config.Size(&m.MaxMessageSize, 1, 256<<20)},
+		}, storeOpts(m)...),
+	}
+	s := &o.slave
+	slave := &config.Command{
+		Name:     "slave",
+		Synopsis: "run a slave: follow a master's commit log, serve reads",
+		Help: `Run a slave node. It connects to the master's HA address (--master), appends
+what the master ships, and serves reads, status and metrics on --listen; puts
+answer 403 (slave write protection). It pulls the master's metadata (topics,
+consumer offsets, ...) from --master-api every --metadata-interval.
+
+SIGINT or SIGTERM stops the node gracefully and exits 0; a restarted slave
+resumes from its own max offset.`,
+		Options: append([]*config.Option{
+			{Name: "data", Meta: "DIR", Help: "data directory; the commit log goes in DIR/commitlog", Default: "./data/slave", Value: config.String(&s.Data, true)},
+			{Name: "listen", Meta: "ADDR", Help: "HTTP API and metrics address", Default: defaultListen, Value: config.Addr(&s.Listen, true)},
+			{Name: "master", Meta: "HA_ADDR", Help: "the master's HA address", Default: defaultHAListen, Value: config.Addr(&s.Master, false)},
+			{Name: "master-api", Meta: "URL", Help: "the master's HTTP API, for metadata (default: the master's host, HA port - 1)", Value: config.URL(&s.MasterAPI, true)},
+			{Name: "reconnect-delay", Meta: "DURATION", Help: "wait before reconnecting to the master after a failure", Default: "5s", Value: config.Duration(&s.ReconnectDelay, time.Millisecond, time.Hour)},
+			{Name: "metadata-interval", Meta: "DURATION", Help: "how often to pull the master's metadata", Default: "10s", Value: config.Duration(&s.MetadataInterval, 10*time.Millisecond, 24*time.Hour)},
+		}, storeOpts(s)...),
+	}
+	p := &o.put
+	put := &config.Command{
+		Name:     "put",
+		Synopsis: "send messages to a master",
+		Args:     "[MESSAGE...]",
+		MaxArgs:  -1,
+		Help: `Send each MESSAGE argument, or each line of standard input when there is
+none, as one message to the master at --api. Prints one line per message:
+its status, offset, next offset and queue offset.
+
+Exit status: 0 when every message is stored with PUT_OK, 3 when every message
+is stored but some with another status (FLUSH_SLAVE_TIMEOUT, ...), 1 on an
+error (the message is then not stored), 2 on bad usage.`,
+		Options: []*config.Option{
+			{Name: "api", Meta: "URL", Help: "the master's HTTP API", Default: defaultAPIURL, Value: config.URL(&p.API, false)},
+			{Name: "topic", Meta: "TOPIC", Help: "topic ([%|a-zA-Z0-9_-], at most 127 bytes)", Default: "TopicTest", Value: config.String(&p.Topic, true)},
+			{Name: "key", Meta: "KEY", Help: "message keys (RocketMQ KEYS; space-separated for several)", Value: config.String(&p.Key, false)},
+			{Name: "tag", Meta: "TAG", Help: "message tag (RocketMQ TAGS)", Value: config.String(&p.Tag, false)},
+			{Name: "queue", Meta: "N", Help: "queue id", Default: "0", Value: config.Int(&p.Queue, 0, 1023)},
+			{Name: "property", Meta: "NAME=VALUE", Help: "a message property; repeat for several", Value: config.List(&p.Properties, checkProperty)},
+			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout", Default: "30s", Value: config.Duration(&p.Timeout, time.Millisecond, time.Hour)},
+		},
+	}
+	st := &o.status
+	status := &config.Command{
+		Name:     "status",
+		Synopsis: "show a node's role, offsets and replication state",
+		Options: []*config.Option{
+			{Name: "api", Meta: "URL", Help: "the node's HTTP API", Default: defaultAPIURL, Value: config.URL(&st.API, false)},
+			{Name: "json", Help: "print the raw JSON status", Value: config.Bool(&st.JSON)},
+			{Name: "timeout", Meta: "DURATION", Help: "request timeout", Default: "10s", Value: config.Duration(&st.Timeout, time.Millisecond, time.Hour)},
+		},
+	}
+	t := &o.tail
+	tail := &config.Command{
+		Name:     "tail",
+		Synopsis: "print messages from a node's commit log",
+		Help: `Print the messages of a node's commit log (master or slave), one line each:
+offset, topic, queue, queue offset, tags, keys and body (quoted when it is not
+plain text). Starts at --from (a record's physical offset; default the oldest
+message) and stops at the end of the log, or with --follow waits for new
+messages until interrupted.`,
+		Options: []*config.Option{
+			{Name: "api", Meta: "URL", Help: "the node's HTTP API", Default: defaultAPIURL, Value: config.URL(&t.API, false)},
+			{Name: "from", Meta: "OFFSET", Help: "physical offset to start at (default: the min offset)", Default: "-1", Value: config.Int64(&t.From, -1, math.MaxInt64)},
+			{Name: "follow", Help: "keep waiting for new messages", Value: config.Bool(&t.Follow)},
+			{Name: "json", Help: "print each message as a JSON object (body in base64)", Value: config.Bool(&t.JSON)},
+			{Name: "max", Meta: "N", Help: "messages per request", Default: "256", Value: config.Int(&t.Max, 1, 1024)},
+			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout (long polls add 10s)", Default: "30s", Value: config.Duration(&t.Timeout, time.Millisecond, time.Hour)},
+		},
+	}
+	d := &o.demo
+	demo := &config.Command{
+		Name:     "demo",
+		Synopsis: "run a master and a slave on this machine and watch them replicate",
+		Help: `Start a master and a slave as two processes of this binary on free loopback
+ports, in a temporary directory; write messages to the master with a progress
+bar; show the slave catching up; check that the slave's commit log is
+byte-identical to the master's; print a summary. Exits 0 by itself and
+removes the temporary directory (keep it with --keep). Ctrl-C at any point
+stops both nodes and cleans up.`,
+		Options: []*config.Option{
+			{Name: "messages", Meta: "N", Help: "messages to write", Default: "20000", Value: config.Int(&d.Messages, 1, 10_000_000)},
+			{Name: "size", Meta: "SIZE", Help: "message body size", Default: "4KiB", Value: config.Size(&d.Size, 1, 4<<20)},
+			{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size (small, so the run spans several)", Default: "16MiB", Value: config.SizeMultiple(&d.SegmentSize, minSegmentSize, 1<<30, 4096)},
+			{Name: "replication", Meta: "MODE", Help: "async or sync", Default: "async", Value: config.Enum(&d.Replication, "async", "sync")},
+			{Name: "concurrency", Meta: "N", Help: "concurrent producers", Default: "8", Value: config.Int(&d.Concurrency, 1, 256)},
+			{Name: "keep", Help: "keep the data directories and print how to restart the nodes", Value: config.Bool(&d.Keep)},
+		},
+	}
+	version := &config.Command{Name: "version", Synopsis: "print the version and the builtin plugins"}
+	return &config.Program{
+		Name:         "replicator",
+		Synopsis:     "RocketMQ-style master/slave commit-log replication, as a daemon and a CLI",
+		Global:       global,
+		Commands:     []*config.Command{master, slave, put, status, tail, demo, version, pluginsCommand()},
+		ConfigOption: "config",
+	}
+}

@@ -1,0 +1,6 @@
+package main
+
+import "syscall"
+
+// childSysProcAttr: no process-group handling on Windows.
+func childSysProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,262 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/plugins/commitlog"
+	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
+	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/transport"
+)
+
+// benchSize parses REPLICATOR_BENCH_CATCHUP ("256MiB", "1GiB", bytes);
+// default 256 MiB.
+func benchSize(b *testing.B) int64 {
+	s := os.Getenv("REPLICATOR_BENCH_CATCHUP")
+	if s == "" {
+		return 256 << 20
+	}
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSuffix(s, suf), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		b.Fatalf("REPLICATOR_BENCH_CATCHUP=%q: want bytes or a KiB/MiB/GiB size", os.Getenv("REPLICATOR_BENCH_CATCHUP"))
+	}
+	return n * mult
+}
+
+func benchLogOptions() commitlog.Options {
+	opts := commitlog.DefaultOptions()
+	opts.SegmentSize = 64 << 20
+	return opts
+}
+
+// rawLoopback streams n bytes in 32 KiB writes over one loopback TCP
+// connection (the figure of ../shared/bench/tcpframe) and returns MB/s.
+func rawLoopback(b *testing.B, n int64) float64 {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, transport.DefaultBatchSize+transport.HeaderSize)
+		var got int64
+		for got < n {
+			k, err := io.ReadFull(c, buf)
+			got += int64(k)
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, transport.DefaultBatchSize+transport.HeaderSize)
+	start := time.Now()
+	for sent := int64(0); sent < n; sent += int64(len(buf)) {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / time.Since(start).Seconds() / 1e6
+}
+
+// BenchmarkCatchUp replicates a log of REPLICATOR_BENCH_CATCHUP bytes
+// (default 256 MiB; `make bench` uses 1 GiB) from a master to a fresh slave
+// over loopback TCP, both on the commitlog store (64 MiB segments), and
+// reports MB/s next to raw loopback TCP (32 KiB writes, as
+// ../shared/bench/tcpframe) measured before each catch-up. Sub-benchmarks
+// vary the slave store's Prefault option.
+func BenchmarkCatchUp(b *testing.B) {
+	size := benchSize(b)
+	dir := b.TempDir()
+	mlog, err := commitlog.Open(dir+"/master", benchLogOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mlog.Close()
+	ctx := context.Background()
+	body := make([]byte, 4000)
+	for mlog.Bounds().Max < size {
+		if _, err := mlog.Append(ctx, &record.Message{Topic: "TopicBench", Body: body}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	total := mlog.Bounds().Max
+	tr := tcptransport.New(tcptransport.DefaultOptions())
+	m, err := core.NewMaster(mlog, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+
+	// The slave's store options matter most: a fresh slave writes every
+	// page of its segments for the first time.
+	for _, prefault := range []bool{true, false} {
+		b.Run(fmt.Sprintf("slave_prefault=%v", prefault), func(b *testing.B) {
+			opts := benchLogOptions()
+			opts.Prefault = prefault
+			benchCatchUp(b, m, tr, dir, total, opts)
+		})
+	}
+}
+
+// waitMax waits until st holds max bytes, checking every 200 µs (a Watch
+// channel would wake the benchmark goroutine on every append and steal CPU
+// from the slave).
+func waitMax(st interface{ Bounds() store.Bounds }, max int64) {
+	for st.Bounds().Max < max {
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir string, total int64, opts commitlog.Options) {
+	b.SetBytes(total)
+	b.ResetTimer()
+	var elapsed time.Duration
+	var rawMBs float64
+	for i := range b.N {
+		b.StopTimer()
+		// Raw loopback TCP for the same bytes, right before each catch-up,
+		// so that both see the same machine load.
+		rawMBs += rawLoopback(b, total)
+		sdir := fmt.Sprintf("%s/slave-%d", dir, i)
+		slog, err := commitlog.Open(sdir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if err := s.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitMax(slog, total)
+		elapsed += time.Since(start)
+		b.StopTimer()
+		s.Close()
+		slog.Close()
+		os.RemoveAll(sdir)
+		b.StartTimer()
+	}
+	mbs := float64(total) * float64(b.N) / elapsed.Seconds() / 1e6
+	raw := rawMBs / float64(b.N)
+	b.ReportMetric(mbs, "catchup_MB/s")
+	b.ReportMetric(raw, "raw_tcp_MB/s")
+	b.ReportMetric(100*mbs/raw, "%_of_raw")
+}
+
+// BenchmarkSyncPut: 1 KiB messages put on a SYNC_MASTER with one slave
+// (commitlog stores, loopback TCP) by 1, 16 and 64 concurrent producers.
+func BenchmarkSyncPut(b *testing.B) {
+	for _, producers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
+			dir := b.TempDir()
+			opts := benchLogOptions()
+			mlog, err := commitlog.Open(dir+"/master", opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer mlog.Close()
+			slog, err := commitlog.Open(dir+"/slave", opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer slog.Close()
+			tr := tcptransport.New(tcptransport.DefaultOptions())
+			m, err := core.NewMaster(mlog, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: core.SyncMaster})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if err := m.WaitSlaves(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			body := make([]byte, 1024)
+			lat := make([][]time.Duration, producers)
+			var next atomic.Int64
+			var bad atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for p := range producers {
+				wg.Go(func() {
+					msg := &record.Message{Topic: "TopicBench", QueueID: int32(p % 8), Body: body}
+					for next.Add(1) <= int64(b.N) {
+						t0 := time.Now()
+						res, err := m.Put(ctx, msg)
+						lat[p] = append(lat[p], time.Since(t0))
+						if err != nil || res.Status != core.PutOK {
+							bad.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			el := time.Since(start)
+			b.StopTimer()
+			if n := bad.Load(); n > 0 {
+				b.Fatalf("%d puts not PUT_OK", n)
+			}
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			pct := func(q float64) float64 {
+				return float64(all[min(len(all)-1, int(q*float64(len(all))))].Microseconds())
+			}
+			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+			b.ReportMetric(pct(0.50), "p50_us")
+			b.ReportMetric(pct(0.99), "p99_us")
+		})
+	}
+}

@@ -1,0 +1,167 @@
+package core
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/transport"
+)
+
+// RocketMQ's defaults (rocketmq-ha-spec.md section 7); SlaveTimeout follows the
+// original design notes (5 s) rather than 4.9.3+'s 3 s.
+const (
+	DefaultSlaveTimeout         = 5 * time.Second
+	DefaultSlaveFallBehindMax   = 256 << 20
+	DefaultHeartbeatInterval    = 5 * time.Second
+	DefaultHousekeepingInterval = 20 * time.Second
+	DefaultReportInterval       = 5 * time.Second
+	DefaultReconnectDelay       = 5 * time.Second
+	DefaultConnectTimeout       = 5 * time.Second
+)
+
+// MasterConfig configures a Master. Zero values take RocketMQ's defaults
+// (see DefaultMasterConfig).
+type MasterConfig struct {
+	ListenAddr            string                // HA listen address, e.g. "127.0.0.1:10912"
+	Role                  Role                  // AsyncMaster or SyncMaster
+	SyncAcks              int                   // SyncMaster: distinct slaves that must ack (default 1)
+	SlaveTimeout          time.Duration         // SyncMaster wait (default 5s)
+	SlaveFallBehindMax    int64                 // SLAVE_NOT_AVAILABLE gap (default 256 MiB)
+	TransferBatchSize     int                   // max frame body (default 32 KiB, below 4 MiB-12)
+	HeartbeatInterval     time.Duration         // heartbeat after this long without sending (default 5s)
+	HousekeepingInterval  time.Duration         // close a connection that read nothing this long (default 20s)
+	StartFromFirstSegment bool                  // report 0 starts at the first segment (5.x) instead of the last (4.x)
+	Logger                hclog.Logger          // nil: no logs
+	Registerer            prometheus.Registerer // nil: no metrics
+}
+
+// DefaultMasterConfig returns an ASYNC_MASTER configuration with RocketMQ's
+// defaults and no listen address.
+func DefaultMasterConfig() MasterConfig {
+	return MasterConfig{
+		Role:                 AsyncMaster,
+		SyncAcks:             1,
+		SlaveTimeout:         DefaultSlaveTimeout,
+		SlaveFallBehindMax:   DefaultSlaveFallBehindMax,
+		TransferBatchSize:    transport.DefaultBatchSize,
+		HeartbeatInterval:    DefaultHeartbeatInterval,
+		HousekeepingInterval: DefaultHousekeepingInterval,
+	}
+}
+
+// withDefaults fills zero values with the defaults.
+func (c MasterConfig) withDefaults() MasterConfig {
+	d := DefaultMasterConfig()
+	if c.SyncAcks == 0 {
+		c.SyncAcks = d.SyncAcks
+	}
+	if c.SlaveTimeout == 0 {
+		c.SlaveTimeout = d.SlaveTimeout
+	}
+	if c.SlaveFallBehindMax == 0 {
+		c.SlaveFallBehindMax = d.SlaveFallBehindMax
+	}
+	if c.TransferBatchSize == 0 {
+		c.TransferBatchSize = d.TransferBatchSize
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.HousekeepingInterval == 0 {
+		c.HousekeepingInterval = d.HousekeepingInterval
+	}
+	return c
+}
+
+// Validate reports the first invalid field of c (after defaults are applied
+// to zero values).
+func (c MasterConfig) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.ListenAddr == "":
+		return fmt.Errorf("%w: master ListenAddr is empty", ErrInvalidConfig)
+	case c.Role != AsyncMaster && c.Role != SyncMaster:
+		return fmt.Errorf("%w: master Role %v", ErrInvalidConfig, c.Role)
+	case c.SyncAcks < 1:
+		return fmt.Errorf("%w: SyncAcks %d < 1", ErrInvalidConfig, c.SyncAcks)
+	case c.SlaveTimeout < 0:
+		return fmt.Errorf("%w: SlaveTimeout %v < 0", ErrInvalidConfig, c.SlaveTimeout)
+	case c.SlaveFallBehindMax < 0:
+		return fmt.Errorf("%w: SlaveFallBehindMax %d < 0", ErrInvalidConfig, c.SlaveFallBehindMax)
+	case c.TransferBatchSize < 1 || c.TransferBatchSize > transport.MaxBodyLimit:
+		return fmt.Errorf("%w: TransferBatchSize %d outside [1, %d]", ErrInvalidConfig, c.TransferBatchSize, transport.MaxBodyLimit)
+	case c.HeartbeatInterval < 0:
+		return fmt.Errorf("%w: HeartbeatInterval %v < 0", ErrInvalidConfig, c.HeartbeatInterval)
+	case c.HousekeepingInterval < 0:
+		return fmt.Errorf("%w: HousekeepingInterval %v < 0", ErrInvalidConfig, c.HousekeepingInterval)
+	}
+	return nil
+}
+
+// SlaveConfig configures a Slave HA client. Zero values take RocketMQ's
+// defaults (see DefaultSlaveConfig).
+type SlaveConfig struct {
+	MasterAddr           string        // master's HA address (RocketMQ haMasterAddress)
+	ReportInterval       time.Duration // report at least this often (default 5s)
+	HousekeepingInterval time.Duration // close after reading nothing this long (default 20s)
+	ReconnectDelay       time.Duration // wait after a failed or dropped connection (default 5s)
+	ConnectTimeout       time.Duration // default 5s
+	MaxFrameBody         int           // reject frames with a larger size field (default 4 MiB - 12)
+	Logger               hclog.Logger
+	Registerer           prometheus.Registerer
+}
+
+// DefaultSlaveConfig returns RocketMQ's slave defaults with no master address.
+func DefaultSlaveConfig() SlaveConfig {
+	return SlaveConfig{
+		ReportInterval:       DefaultReportInterval,
+		HousekeepingInterval: DefaultHousekeepingInterval,
+		ReconnectDelay:       DefaultReconnectDelay,
+		ConnectTimeout:       DefaultConnectTimeout,
+		MaxFrameBody:         transport.MaxBodyLimit,
+	}
+}
+
+func (c SlaveConfig) withDefaults() SlaveConfig {
+	d := DefaultSlaveConfig()
+	if c.ReportInterval == 0 {
+		c.ReportInterval = d.ReportInterval
+	}
+	if c.HousekeepingInterval == 0 {
+		c.HousekeepingInterval = d.HousekeepingInterval
+	}
+	if c.ReconnectDelay == 0 {
+		c.ReconnectDelay = d.ReconnectDelay
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = d.ConnectTimeout
+	}
+	if c.MaxFrameBody == 0 {
+		c.MaxFrameBody = d.MaxFrameBody
+	}
+	return c
+}
+
+// Validate reports the first invalid field of c (after defaults are applied
+// to zero values).
+func (c SlaveConfig) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.MasterAddr == "":
+		return fmt.Errorf("%w: slave MasterAddr is empty", ErrInvalidConfig)
+	case c.ReportInterval < 0:
+		return fmt.Errorf("%w: ReportInterval %v < 0", ErrInvalidConfig, c.ReportInterval)
+	case c.HousekeepingInterval < 0:
+		return fmt.Errorf("%w: HousekeepingInterval %v < 0", ErrInvalidConfig, c.HousekeepingInterval)
+	case c.ReconnectDelay < 0:
+		return fmt.Errorf("%w: ReconnectDelay %v < 0", ErrInvalidConfig, c.ReconnectDelay)
+	case c.ConnectTimeout < 0:
+		return fmt.Errorf("%w: ConnectTimeout %v < 0", ErrInvalidConfig, c.ConnectTimeout)
+	case c.MaxFrameBody < 1 || c.MaxFrameBody > transport.MaxBodyLimit:
+		return fmt.Errorf("%w: MaxFrameBody %d outside [1, %d]", ErrInvalidConfig, c.MaxFrameBody, transport.MaxBodyLimit)
+	}
+	return nil
+}

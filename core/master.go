@@ -1,0 +1,431 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/transport"
+)
+
+// Master serves the commit log to slaves and runs group transfer.
+//
+// It is safe for concurrent use: Put may be called from many goroutines while
+// the master serves its slaves.
+type Master struct {
+	st  store.Store
+	tr  transport.Transport
+	cfg MasterConfig
+	log hclog.Logger
+	met *masterMetrics
+
+	closing chan struct{} // closed by Close
+	wg      sync.WaitGroup
+
+	// mu guards everything below, the per-connection fields documented as
+	// "guarded by Master.mu", and gt.
+	mu      sync.Mutex
+	ln      net.Listener
+	addr    string
+	started bool
+	closed  bool
+	conns   map[*slaveConn]struct{}
+	gt      *groupTransfer
+	acks    []int64       // scratch for gt.update
+	changed chan struct{} // closed and replaced whenever a slave connects, reports or leaves
+}
+
+// NewMaster returns a master over st that listens with tr. Start begins serving.
+func NewMaster(st store.Store, tr transport.Transport, cfg MasterConfig) (*Master, error) {
+	if st == nil || tr == nil {
+		return nil, fmt.Errorf("%w: nil store or transport", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	met, err := newMasterMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("replicator: master metrics: %w", err)
+	}
+	return &Master{
+		st:      st,
+		tr:      tr,
+		cfg:     cfg,
+		log:     log.Named("master"),
+		met:     met,
+		closing: make(chan struct{}),
+		conns:   make(map[*slaveConn]struct{}),
+		gt:      newGroupTransfer(cfg.SyncAcks),
+		changed: make(chan struct{}),
+	}, nil
+}
+
+// Start opens the HA listener and starts the accept loop.
+func (m *Master) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return ErrClosed
+	case m.started:
+		return ErrAlreadyStarted
+	}
+	ln, err := m.tr.Listen(m.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("replicator: master listen on %s: %w", m.cfg.ListenAddr, err)
+	}
+	m.ln = ln
+	m.addr = ln.Addr().String()
+	m.started = true
+	m.log.Info("HA service listening", "addr", m.addr, "role", m.cfg.Role.String(), "sync_acks", m.cfg.SyncAcks)
+	m.wg.Add(1)
+	go m.acceptLoop(ln)
+	return nil
+}
+
+// Addr is the bound HA listen address (useful with port 0). It is "" before
+// Start.
+func (m *Master) Addr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+func (m *Master) acceptLoop(ln net.Listener) {
+	defer m.wg.Done()
+	var backoff time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-m.closing:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient accept failures (file descriptors exhausted, ...):
+			// back off like net/http and keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			m.log.Error("accept failed; retrying", "error", err, "backoff", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-m.closing:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		m.serve(conn)
+	}
+}
+
+// serve registers conn and starts its reader and writer.
+func (m *Master) serve(conn net.Conn) {
+	addr := conn.RemoteAddr().String()
+	c := &slaveConn{
+		m:       m,
+		conn:    conn,
+		addr:    addr,
+		log:     m.log.With("slave", addr),
+		reqCh:   make(chan struct{}),
+		wdone:   make(chan struct{}),
+		done:    make(chan struct{}),
+		request: -1,
+		ack:     -1,
+		since:   time.Now(),
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		conn.Close()
+		return
+	}
+	m.conns[c] = struct{}{}
+	m.notifyLocked()
+	n := len(m.conns)
+	m.mu.Unlock()
+	if m.met != nil {
+		m.met.conns.Inc()
+		m.met.connsTotal.Inc()
+		c.ackGauge = m.met.ackOffset.WithLabelValues(addr)
+		c.lagGauge = m.met.lag.WithLabelValues(addr)
+	}
+	c.log.Info("slave connected", "connections", n)
+	m.wg.Add(2)
+	go c.writeLoop()
+	go func() {
+		defer m.wg.Done()
+		c.readLoop()
+		<-c.writerDone()
+		m.removeConn(c)
+	}()
+}
+
+// removeConn forgets c once both its goroutines have exited and logs the
+// one line that says why the connection closed.
+func (m *Master) removeConn(c *slaveConn) {
+	m.mu.Lock()
+	delete(m.conns, c)
+	m.updateQuorumLocked()
+	m.notifyLocked()
+	n := len(m.conns)
+	m.mu.Unlock()
+	if m.met != nil {
+		m.met.conns.Dec()
+		m.met.ackOffset.DeleteLabelValues(c.addr)
+		m.met.lag.DeleteLabelValues(c.addr)
+		m.met.closes.WithLabelValues(c.reason.kind).Inc()
+	}
+	args := append([]any{"reason", c.reason.kind, "connections", n, "duration", time.Since(c.since)}, c.reason.args...)
+	c.log.Log(c.reason.level, c.reason.msg, args...)
+}
+
+// notifyLocked wakes WaitSlaves callers.
+func (m *Master) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// updateQuorumLocked recomputes the group-transfer quorum from the
+// connected slaves' counted acks and releases the puts it covers.
+func (m *Master) updateQuorumLocked() {
+	m.acks = m.acks[:0]
+	for c := range m.conns {
+		if c.counted {
+			m.acks = append(m.acks, c.ack)
+		}
+	}
+	m.gt.update(m.acks)
+}
+
+// onReport records a slave's report: the request offset if it is the first,
+// and the ack. counted says whether the ack may release sync puts (it is
+// within the master's log). The quorum is recomputed on every report:
+// O(connections), plus O(log n) per released waiter.
+func (m *Master) onReport(c *slaveConn, v int64, counted bool) {
+	now := time.Now()
+	m.mu.Lock()
+	if c.request < 0 {
+		c.request = v
+		close(c.reqCh)
+		m.notifyLocked()
+	}
+	c.ack = v
+	c.lastAck = now
+	c.counted = counted
+	m.updateQuorumLocked()
+	m.mu.Unlock()
+}
+
+// WaitSlaves blocks until at least n slaves are connected and have sent
+// their first report, or ctx ends, or the master closes.
+func (m *Master) WaitSlaves(ctx context.Context, n int) error {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return ErrClosed
+		}
+		k := 0
+		for c := range m.conns {
+			if c.request >= 0 {
+				k++
+			}
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		if k >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Put appends msg and, for SyncMaster, waits for slave acks.
+//
+// The message is stored whenever the error is nil, whatever the status (as
+// in RocketMQ, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
+// SLAVE_NOT_AVAILABLE all mean "stored on the master"). The status combines
+// the store's sync flush and the replica wait as RocketMQ's
+// handleDiskFlushAndHA does: a replica status other than PUT_OK wins, then a
+// flush timeout. If ctx ends while the put waits for slaves, Put returns the
+// result with FLUSH_SLAVE_TIMEOUT and ctx's error: the message is stored but
+// its replication is unknown.
+func (m *Master) Put(ctx context.Context, msg *record.Message) (PutResult, error) {
+	select {
+	case <-m.closing:
+		return PutResult{}, ErrClosed
+	default:
+	}
+	res, err := m.st.Append(ctx, msg)
+	status := PutOK
+	switch {
+	case errors.Is(err, store.ErrFlushDiskTimeout):
+		status = FlushDiskTimeout
+	case err != nil:
+		return PutResult{}, fmt.Errorf("replicator: master append: %w", err)
+	}
+	pr := PutResult{Offset: res.Offset, NextOffset: res.NextOffset, QueueOffset: res.QueueOffset}
+	var werr error
+	if m.cfg.Role == SyncMaster {
+		var rs PutStatus
+		rs, werr = m.waitSlaves(ctx, res.NextOffset)
+		if rs != PutOK {
+			status = rs
+		}
+	}
+	pr.Status = status
+	if m.met != nil {
+		m.met.puts.WithLabelValues(status.String()).Inc()
+	}
+	return pr, werr
+}
+
+// waitSlaves is the SYNC_MASTER replica wait for a record ending at next.
+func (m *Master) waitSlaves(ctx context.Context, next int64) (PutStatus, error) {
+	start := time.Now()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return FlushSlaveTimeout, nil
+	}
+	if !m.slavesAvailableLocked(next) {
+		m.mu.Unlock()
+		m.log.Debug("slave not available for sync put", "next_offset", next)
+		return SlaveNotAvailable, nil
+	}
+	w := m.gt.add(next)
+	m.mu.Unlock()
+	if w == nil {
+		m.observeWait(start)
+		return PutOK, nil
+	}
+	t := time.NewTimer(m.cfg.SlaveTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-w.done:
+		m.observeWait(start)
+		return PutOK, nil
+	case <-t.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-m.closing:
+	}
+	m.mu.Lock()
+	removed := m.gt.remove(w)
+	m.mu.Unlock()
+	m.observeWait(start)
+	if !removed { // covered while we were giving up
+		return PutOK, nil
+	}
+	if err == nil {
+		m.log.Warn("sync put timed out waiting for slave acks", "next_offset", next, "timeout", m.cfg.SlaveTimeout)
+	}
+	return FlushSlaveTimeout, err
+}
+
+func (m *Master) observeWait(start time.Time) {
+	if m.met != nil {
+		m.met.syncWait.Observe(time.Since(start).Seconds())
+	}
+}
+
+// slavesAvailableLocked is RocketMQ's isSlaveOK generalised to SyncAcks:
+// at least SyncAcks connected slaves are less than SlaveFallBehindMax behind
+// next. A slave that has not reported yet counts as acked at 0.
+func (m *Master) slavesAvailableLocked(next int64) bool {
+	k := 0
+	for c := range m.conns {
+		ack := int64(0)
+		if c.counted {
+			ack = c.ack
+		}
+		if next-ack < m.cfg.SlaveFallBehindMax {
+			k++
+			if k >= m.cfg.SyncAcks {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Status reports the master and its slaves.
+func (m *Master) Status() MasterStatus {
+	maxOff := m.st.Bounds().Max
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := MasterStatus{Role: m.cfg.Role, Addr: m.addr, MaxOffset: maxOff}
+	for c := range m.conns {
+		si := SlaveInfo{
+			Addr:          c.addr,
+			RequestOffset: c.request,
+			AckOffset:     c.ack,
+			LastAck:       c.lastAck,
+			NextTransfer:  c.next.Load(),
+			OutOfRange:    c.outOfRange.Load(),
+		}
+		if c.ack >= 0 {
+			si.LagBytes = maxOff - c.ack
+		} else {
+			si.LagBytes = maxOff
+		}
+		st.Slaves = append(st.Slaves, si)
+	}
+	slicesSortSlaves(st.Slaves)
+	return st
+}
+
+// Close stops accepting, closes slave connections, releases waiters
+// (FLUSH_SLAVE_TIMEOUT) and waits for every goroutine. Idempotent. It does
+// not close the store.
+func (m *Master) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return nil
+	}
+	m.closed = true
+	close(m.closing)
+	m.notifyLocked()
+	ln := m.ln
+	conns := make([]*slaveConn, 0, len(m.conns))
+	for c := range m.conns {
+		conns = append(conns, c)
+	}
+	m.mu.Unlock()
+	var err error
+	if ln != nil {
+		if cerr := ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+			err = fmt.Errorf("replicator: close HA listener: %w", cerr)
+		}
+	}
+	for _, c := range conns {
+		c.closeWith(hclog.Info, "slave connection closed: master shutting down", "shutdown")
+	}
+	m.wg.Wait()
+	m.log.Info("HA service stopped")
+	return err
+}

@@ -1,0 +1,134 @@
+package core
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names. Labels are bounded: slave is a connected slave's remote
+// address and its series are deleted when the connection closes; status is
+// one of the four PutStatus names; direction is "sent" or "received".
+const (
+	metricNamespace = "replicator"
+	metricSubsystem = "ha"
+)
+
+// masterMetrics are the master's collectors. A nil *masterMetrics records
+// nothing (no Registerer configured).
+type masterMetrics struct {
+	ackOffset  *prometheus.GaugeVec
+	lag        *prometheus.GaugeVec
+	sentBytes  prometheus.Counter
+	sentFrames prometheus.Counter
+	heartbeats prometheus.Counter
+	conns      prometheus.Gauge
+	connsTotal prometheus.Counter
+	outOfRange prometheus.Counter
+	closes     *prometheus.CounterVec
+	syncWait   prometheus.Histogram
+	puts       *prometheus.CounterVec
+}
+
+// slaveMetrics are the slave HA client's collectors; nil records nothing.
+type slaveMetrics struct {
+	recvBytes  prometheus.Counter
+	recvFrames prometheus.Counter
+	heartbeats prometheus.Counter
+	reports    prometheus.Counter
+	connected  prometheus.Gauge
+	reconnects prometheus.Counter
+	mismatches prometheus.Counter
+}
+
+func heartbeatsVec() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricNamespace, Subsystem: metricSubsystem,
+		Name: "heartbeats_total",
+		Help: "Heartbeat frames ([next offset][0]) sent by masters or received by slaves.",
+	}, []string{"direction"})
+}
+
+// register registers c on r, or returns the collector already registered
+// under the same description (a master and a slave sharing a registry share
+// replicator_ha_heartbeats_total).
+func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
+	if err := r.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// regInto registers c on r and stores it (or the collector already
+// registered in its place) in *dst; the first error sticks in *err.
+func regInto[C prometheus.Collector](r prometheus.Registerer, dst *C, c C, err *error) {
+	if *err != nil {
+		return
+	}
+	*dst, *err = register(r, c)
+}
+
+func opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: metricNamespace, Subsystem: metricSubsystem, Name: name, Help: help}
+}
+
+func newMasterMetrics(r prometheus.Registerer) (*masterMetrics, error) {
+	if r == nil {
+		return nil, nil
+	}
+	var (
+		m   masterMetrics
+		err error
+		hb  *prometheus.CounterVec
+	)
+	regInto(r, &m.ackOffset, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("slave_ack_offset_bytes", "Last offset acknowledged by each connected slave.")), []string{"slave"}), &err)
+	regInto(r, &m.lag, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("slave_lag_bytes", "Master max offset minus the slave's ack offset, at the slave's last report.")), []string{"slave"}), &err)
+	regInto(r, &m.sentBytes, prometheus.NewCounter(prometheus.CounterOpts(opts("sent_bytes_total", "Commit-log body bytes sent to slaves."))), &err)
+	regInto(r, &m.sentFrames, prometheus.NewCounter(prometheus.CounterOpts(opts("sent_frames_total", "Data frames sent to slaves."))), &err)
+	regInto(r, &m.conns, prometheus.NewGauge(prometheus.GaugeOpts(opts("connections", "Slave connections currently open."))), &err)
+	regInto(r, &m.connsTotal, prometheus.NewCounter(prometheus.CounterOpts(opts("connections_total", "Slave connections accepted."))), &err)
+	regInto(r, &m.outOfRange, prometheus.NewCounter(prometheus.CounterOpts(opts("out_of_range_requests_total", "Slave connections whose request offset was outside the master's log (heartbeats only)."))), &err)
+	regInto(r, &m.closes, prometheus.NewCounterVec(prometheus.CounterOpts(opts("connection_closes_total", "Slave connections closed, by reason.")), []string{"reason"}), &err)
+	regInto(r, &m.syncWait, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Subsystem: metricSubsystem,
+		Name:    "sync_wait_duration_seconds",
+		Help:    "Time SYNC_MASTER puts waited for slave acks.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs .. ~6.5 s
+	}), &err)
+	regInto(r, &m.puts, prometheus.NewCounterVec(prometheus.CounterOpts(opts("puts_total", "Stored puts by status.")), []string{"status"}), &err)
+	regInto(r, &hb, heartbeatsVec(), &err)
+	if err != nil {
+		return nil, err
+	}
+	m.heartbeats = hb.WithLabelValues("sent")
+	return &m, nil
+}
+
+func newSlaveMetrics(r prometheus.Registerer) (*slaveMetrics, error) {
+	if r == nil {
+		return nil, nil
+	}
+	var (
+		m   slaveMetrics
+		err error
+		hb  *prometheus.CounterVec
+	)
+	regInto(r, &m.recvBytes, prometheus.NewCounter(prometheus.CounterOpts(opts("received_bytes_total", "Commit-log body bytes received from the master and appended."))), &err)
+	regInto(r, &m.recvFrames, prometheus.NewCounter(prometheus.CounterOpts(opts("received_frames_total", "Data frames received from the master and appended."))), &err)
+	regInto(r, &m.reports, prometheus.NewCounter(prometheus.CounterOpts(opts("reports_total", "Offset reports (acks) sent to the master."))), &err)
+	regInto(r, &m.connected, prometheus.NewGauge(prometheus.GaugeOpts(opts("client_connected", "1 while the slave is connected to its master."))), &err)
+	regInto(r, &m.reconnects, prometheus.NewCounter(prometheus.CounterOpts(opts("client_reconnects_total", "Slave connection attempts after the first."))), &err)
+	regInto(r, &m.mismatches, prometheus.NewCounter(prometheus.CounterOpts(opts("offset_mismatches_total", "Frames whose offset differed from the slave's max offset (connection dropped)."))), &err)
+	regInto(r, &hb, heartbeatsVec(), &err)
+	if err != nil {
+		return nil, err
+	}
+	m.heartbeats = hb.WithLabelValues("received")
+	return &m, nil
+}

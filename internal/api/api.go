@@ -1,0 +1,602 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
+)
+
+// Property keys RocketMQ uses for tags and keys (MessageConst).
+const (
+	PropertyTags = "TAGS"
+	PropertyKeys = "KEYS"
+)
+
+// PropertyHeader carries message properties on a put.
+const PropertyHeader = "X-Replicator-Property"
+
+// Defaults and bounds of the API.
+const (
+	DefaultMaxBodyBytes = 4 << 20 // RocketMQ maxMessageSize
+	DefaultMaxReadBytes = 8 << 20
+	DefaultReadCount    = 32
+	MaxReadCount        = 1024
+	MaxWait             = 30 * time.Second
+	// MaxQueueID bounds the queue query parameter: RocketMQ's default topics
+	// have 4 or 8 queues; 1024 is far above any real one and keeps the
+	// store's per-queue state bounded against a careless client.
+	MaxQueueID = 1023
+)
+
+// Backend is what the API serves: a master or a slave with its store.
+// Methods are called concurrently.
+type Backend interface {
+	// Put stores a producer message (core.Master.Put, or a slave's, which
+	// fails with core.ErrSlaveWriteProtected).
+	Put(ctx context.Context, msg *record.Message) (core.PutResult, error)
+	// ReadMessages decodes up to n records from offset (store.Store).
+	ReadMessages(offset int64, n int) ([]record.Record, int64, error)
+	// Bounds reports the store's offsets (store.Store).
+	Bounds() store.Bounds
+	// Watch signals ch when the max offset changes (store.Store).
+	Watch(ch chan<- struct{}) (cancel func())
+	// Status is the node's status without the store offsets, which the API
+	// fills in from Bounds.
+	Status() Status
+}
+
+// Status is the answer of GET /v1/status.
+type Status struct {
+	Role          string `json:"role"`
+	MaxOffset     int64  `json:"max_offset"`
+	MinOffset     int64  `json:"min_offset"`
+	FlushedOffset int64  `json:"flushed_offset"`
+	SegmentSize   int64  `json:"segment_size"`
+	// HAAddr is a master's HA listen address.
+	HAAddr string `json:"ha_addr,omitempty"`
+	// Slaves is set (possibly empty) on a master.
+	Slaves []SlaveStatus `json:"slaves,omitzero"`
+	// Master is set on a slave.
+	Master  *MasterLink `json:"master,omitempty"`
+	Version string      `json:"version,omitempty"`
+}
+
+// SlaveStatus is a master's view of one slave.
+type SlaveStatus struct {
+	Addr          string `json:"addr"`
+	AckOffset     int64  `json:"ack_offset"`
+	LagBytes      int64  `json:"lag_bytes"`
+	LastAckMsAgo  int64  `json:"last_ack_ms_ago"` // -1 before the first ack
+	RequestOffset int64  `json:"request_offset"`
+	OutOfRange    bool   `json:"out_of_range,omitempty"`
+}
+
+// MasterLink is a slave's view of its master.
+type MasterLink struct {
+	Addr         string `json:"addr"`
+	Connected    bool   `json:"connected"`
+	AckSent      int64  `json:"ack_sent"`
+	LastError    string `json:"last_error,omitempty"`
+	SegmentError string `json:"segment_error,omitempty"`
+	Reconnects   int64  `json:"reconnects"`
+	// LastFrameMsAgo is the time since the last frame from the master, -1
+	// before the first one.
+	LastFrameMsAgo int64 `json:"last_frame_ms_ago"`
+}
+
+// PutAnswer is the answer of a put.
+type PutAnswer struct {
+	Status      string `json:"status"`
+	Offset      int64  `json:"offset"`
+	NextOffset  int64  `json:"next_offset"`
+	QueueOffset int64  `json:"queue_offset"`
+}
+
+// Message is one record in the answer of GET /v1/messages.
+type Message struct {
+	Offset         int64             `json:"offset"`
+	Size           int32             `json:"size"`
+	Topic          string            `json:"topic"`
+	QueueID        int32             `json:"queue_id"`
+	QueueOffset    int64             `json:"queue_offset"`
+	Tags           string            `json:"tags,omitempty"`
+	Keys           string            `json:"keys,omitempty"`
+	Properties     map[string]string `json:"properties,omitempty"`
+	Body           []byte            `json:"body"`
+	BodyCRC        uint32            `json:"body_crc"`
+	Flag           int32             `json:"flag"`
+	SysFlag        int32             `json:"sys_flag"`
+	BornTimestamp  int64             `json:"born_timestamp"`
+	StoreTimestamp int64             `json:"store_timestamp"`
+	BornHost       string            `json:"born_host,omitempty"`
+	StoreHost      string            `json:"store_host,omitempty"`
+}
+
+// Messages is the answer of GET /v1/messages.
+type Messages struct {
+	Messages   []Message `json:"messages"`
+	NextOffset int64     `json:"next_offset"`
+	MaxOffset  int64     `json:"max_offset"`
+}
+
+// ErrorAnswer is the body of every error answer.
+type ErrorAnswer struct {
+	Error string `json:"error"`
+}
+
+// Config configures a Server.
+type Config struct {
+	Backend Backend // REQUIRED
+	// Gatherer serves /metrics; nil serves an empty exposition.
+	Gatherer prometheus.Gatherer
+	// Registerer receives the HTTP metrics; nil registers none.
+	Registerer   prometheus.Registerer
+	Logger       hclog.Logger // nil: no logs
+	MaxBodyBytes int64        // put body limit (default DefaultMaxBodyBytes)
+	MaxReadBytes int          // bodies per GET /v1/messages answer (default DefaultMaxReadBytes)
+	// StoreHost is recorded as the messages' store host (IPv4 only; zero: none).
+	StoreHost netip.AddrPort
+	Version   string
+	// Now is the clock for "ms ago" fields; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the API's http.Handler. Safe for concurrent use.
+type Server struct {
+	cfg      Config
+	log      hclog.Logger
+	mux      *http.ServeMux
+	ready    atomic.Bool
+	drain    chan struct{}
+	drainOne sync.Once
+	reqs     *prometheus.CounterVec
+	dur      *prometheus.HistogramVec
+}
+
+// New returns the API handler. It answers /readyz with 503 until SetReady(true).
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("api: Config.Backend is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = DefaultMaxReadBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), drain: make(chan struct{})}
+	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicator_http_requests_total",
+		Help: "HTTP API requests by route and status code.",
+	}, []string{"route", "code"})
+	s.dur = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "replicator_http_request_duration_seconds",
+		Help:    "HTTP API request latency by route.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"route"})
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.reqs, s.dur} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("api: registering metrics: %w", err)
+			}
+		}
+	}
+	s.Handle("/v1/topics/{topic}/messages", "put", methods{http.MethodPost: http.HandlerFunc(s.put)})
+	s.Handle("/v1/messages", "messages", methods{http.MethodGet: http.HandlerFunc(s.messages)})
+	s.Handle("/v1/status", "status", methods{http.MethodGet: http.HandlerFunc(s.status)})
+	gatherer := cfg.Gatherer
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+	s.Handle("/metrics", "metrics", methods{http.MethodGet: promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      promLogger{s.log},
+	})})
+	s.Handle("/healthz", "healthz", methods{http.MethodGet: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})})
+	s.Handle("/readyz", "readyz", methods{http.MethodGet: http.HandlerFunc(s.readyz)})
+	s.Handle("/", "other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+	}))
+	return s, nil
+}
+
+// methods maps HTTP methods to handlers; other methods answer 405. GET
+// routes also take HEAD.
+type methods map[string]http.Handler
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, ok := m[r.Method]
+	if !ok && r.Method == http.MethodHead {
+		h, ok = m[http.MethodGet]
+	}
+	if !ok {
+		var allow []string
+		for k := range m {
+			allow = append(allow, k)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed (use %s)", r.Method, strings.Join(allow, ", ")))
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// Handle mounts h at pattern (a ServeMux pattern without a method) with
+// the metrics label route. Extensions (such as the metadata plugin) add
+// their routes this way before the server starts serving.
+func (s *Server) Handle(pattern, route string, h http.Handler) {
+	reqs := s.reqs.MustCurryWith(prometheus.Labels{"route": route})
+	dur := s.dur.MustCurryWith(prometheus.Labels{"route": route})
+	s.mux.Handle(pattern, promhttp.InstrumentHandlerCounter(reqs, promhttp.InstrumentHandlerDuration(dur, h)))
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.cfg.Now()
+	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	s.mux.ServeHTTP(sw, r)
+	if s.log.IsDebug() {
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "code", sw.code, "remote", r.RemoteAddr, "duration", s.cfg.Now().Sub(start))
+	}
+}
+
+// SetReady sets the answer of /readyz.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Drain marks the server not ready and ends pending long polls, so that
+// http.Server.Shutdown does not wait for them. Idempotent.
+func (s *Server) Drain() {
+	s.ready.Store(false)
+	s.drainOne.Do(func() { close(s.drain) })
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.drain:
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+		return
+	default:
+	}
+	if !s.ready.Load() {
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request) {
+	msg, code, err := s.parsePut(w, r)
+	if err != nil {
+		WriteError(w, code, err.Error())
+		return
+	}
+	res, err := s.cfg.Backend.Put(r.Context(), msg)
+	if err != nil && !errors.Is(err, store.ErrFlushDiskTimeout) {
+		code, text := putErrorCode(err)
+		if code >= 500 && !errors.Is(err, core.ErrClosed) {
+			s.log.Error("put failed", "topic", msg.Topic, "error", err)
+		}
+		WriteError(w, code, text)
+		return
+	}
+	status := res.Status
+	if errors.Is(err, store.ErrFlushDiskTimeout) {
+		status = core.FlushDiskTimeout
+	}
+	WriteJSON(w, http.StatusOK, PutAnswer{
+		Status:      status.String(),
+		Offset:      res.Offset,
+		NextOffset:  res.NextOffset,
+		QueueOffset: res.QueueOffset,
+	})
+}
+
+func putErrorCode(err error) (int, string) {
+	switch {
+	case errors.Is(err, core.ErrSlaveWriteProtected):
+		return http.StatusForbidden, "this node is a slave; send writes to its master (slave write protection)"
+	case errors.Is(err, store.ErrInvalidTopic), errors.Is(err, record.ErrInvalidTopic),
+		errors.Is(err, record.ErrInvalidProperty), errors.Is(err, record.ErrInvalidHost):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, record.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, core.ErrClosed), errors.Is(err, store.ErrClosed):
+		return http.StatusServiceUnavailable, "the node is shutting down"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "request cancelled: " + err.Error()
+	}
+	return http.StatusInternalServerError, "put failed: " + err.Error()
+}
+
+// parsePut builds the message of a put request, or says why it cannot.
+func (s *Server) parsePut(w http.ResponseWriter, r *http.Request) (*record.Message, int, error) {
+	topic := r.PathValue("topic")
+	if err := record.ValidateTopic(topic); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	msg := &record.Message{Topic: topic}
+	q := r.URL.Query()
+	for k, v := range q {
+		switch k {
+		case "queue", "tags", "keys":
+			if len(v) > 1 {
+				return nil, http.StatusBadRequest, fmt.Errorf("query parameter %q given %d times", k, len(v))
+			}
+		default:
+			return nil, http.StatusBadRequest, fmt.Errorf("unknown query parameter %q (want queue, tags or keys)", k)
+		}
+	}
+	if v := q.Get("queue"); v != "" || q.Has("queue") {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 || n > MaxQueueID {
+			return nil, http.StatusBadRequest, fmt.Errorf("invalid queue %q (want 0 to %d)", v, MaxQueueID)
+		}
+		msg.QueueID = int32(n)
+	}
+	props := map[string]string{}
+	for _, hv := range r.Header.Values(PropertyHeader) {
+		for _, item := range strings.Split(hv, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			rawK, rawV, ok := strings.Cut(item, "=")
+			if !ok {
+				return nil, http.StatusBadRequest, fmt.Errorf("%s: %q is not name=value", PropertyHeader, item)
+			}
+			k, err1 := url.QueryUnescape(strings.TrimSpace(rawK))
+			v, err2 := url.QueryUnescape(strings.TrimSpace(rawV))
+			if err1 != nil || err2 != nil {
+				return nil, http.StatusBadRequest, fmt.Errorf("%s: %q has a bad %%-escape", PropertyHeader, item)
+			}
+			if _, dup := props[k]; dup {
+				return nil, http.StatusBadRequest, fmt.Errorf("%s: property %q given twice", PropertyHeader, k)
+			}
+			props[k] = v
+		}
+	}
+	for param, key := range map[string]string{"tags": PropertyTags, "keys": PropertyKeys} {
+		if !q.Has(param) {
+			continue
+		}
+		if _, dup := props[key]; dup {
+			return nil, http.StatusBadRequest, fmt.Errorf("%s given both as query parameter %q and as property %q", param, param, key)
+		}
+		props[key] = q.Get(param)
+	}
+	if len(props) > 0 {
+		if _, err := record.EncodeProperties(props); err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+		msg.Properties = props
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body is larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("reading body: %w", err)
+	}
+	if len(body) == 0 {
+		return nil, http.StatusBadRequest, errors.New("empty body: a message needs a body")
+	}
+	msg.Body = body
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && ap.Addr().Unmap().Is4() {
+		msg.BornHost = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	if s.cfg.StoreHost.Addr().Unmap().Is4() {
+		msg.StoreHost = netip.AddrPortFrom(s.cfg.StoreHost.Addr().Unmap(), s.cfg.StoreHost.Port())
+	}
+	return msg, 0, nil
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k, v := range q {
+		switch k {
+		case "offset", "max", "wait":
+			if len(v) > 1 {
+				WriteError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %q given %d times", k, len(v)))
+				return
+			}
+		default:
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q (want offset, max or wait)", k))
+			return
+		}
+	}
+	b := s.cfg.Backend.Bounds()
+	offset := b.Min
+	if q.Has("offset") {
+		n, err := strconv.ParseInt(q.Get("offset"), 10, 64)
+		if err != nil || n < 0 {
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid offset %q (want a physical offset, 0 or more)", q.Get("offset")))
+			return
+		}
+		offset = n
+	}
+	count := DefaultReadCount
+	if q.Has("max") {
+		n, err := strconv.Atoi(q.Get("max"))
+		if err != nil || n < 1 || n > MaxReadCount {
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid max %q (want 1 to %d)", q.Get("max"), MaxReadCount))
+			return
+		}
+		count = n
+	}
+	var wait time.Duration
+	if q.Has("wait") {
+		d, err := time.ParseDuration(q.Get("wait"))
+		if err != nil || d < 0 || d > MaxWait {
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf("invalid wait %q (want a duration up to %s, like 10s)", q.Get("wait"), MaxWait))
+			return
+		}
+		wait = d
+	}
+	if offset < b.Min || offset > b.Max {
+		WriteError(w, http.StatusRequestedRangeNotSatisfiable, fmt.Sprintf("offset %d is outside the log [%d, %d]", offset, b.Min, b.Max))
+		return
+	}
+	if wait > 0 && offset >= b.Max {
+		s.waitFor(r.Context(), offset, wait)
+	}
+	recs, next, err := s.cfg.Backend.ReadMessages(offset, count)
+	if err != nil {
+		switch {
+		case errors.Is(err, store.ErrOffsetOutOfRange):
+			b := s.cfg.Backend.Bounds()
+			WriteError(w, http.StatusRequestedRangeNotSatisfiable, fmt.Sprintf("offset %d is outside the log [%d, %d]", offset, b.Min, b.Max))
+		case errors.Is(err, store.ErrNotBoundary), errors.Is(err, record.ErrBadMagic), errors.Is(err, record.ErrBadLength):
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf("offset %d is not the start of a record: %v", offset, err))
+		case errors.Is(err, store.ErrClosed):
+			WriteError(w, http.StatusServiceUnavailable, "the node is shutting down")
+		default:
+			s.log.Error("read failed", "offset", offset, "error", err)
+			WriteError(w, http.StatusInternalServerError, "read failed: "+err.Error())
+		}
+		return
+	}
+	ans := Messages{Messages: make([]Message, 0, len(recs)), NextOffset: next}
+	total := 0
+	for i := range recs {
+		rec := &recs[i]
+		if i > 0 && total+len(rec.Body) > s.cfg.MaxReadBytes {
+			ans.NextOffset = rec.PhysicalOffset
+			break
+		}
+		total += len(rec.Body)
+		ans.Messages = append(ans.Messages, toMessage(rec))
+	}
+	if len(recs) == 0 && next < offset {
+		ans.NextOffset = offset
+	}
+	ans.MaxOffset = s.cfg.Backend.Bounds().Max
+	WriteJSON(w, http.StatusOK, ans)
+}
+
+// waitFor blocks until the max offset passes offset, d passes, the request
+// ends or the server drains.
+func (s *Server) waitFor(ctx context.Context, offset int64, d time.Duration) {
+	ch := make(chan struct{}, 1)
+	cancel := s.cfg.Backend.Watch(ch)
+	defer cancel()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for s.cfg.Backend.Bounds().Max <= offset {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-s.drain:
+			return
+		}
+	}
+}
+
+func toMessage(rec *record.Record) Message {
+	m := Message{
+		Offset:         rec.PhysicalOffset,
+		Size:           rec.TotalSize,
+		Topic:          rec.Topic,
+		QueueID:        rec.QueueID,
+		QueueOffset:    rec.QueueOffset,
+		Tags:           rec.Properties[PropertyTags],
+		Keys:           rec.Properties[PropertyKeys],
+		Properties:     rec.Properties,
+		Body:           rec.Body,
+		BodyCRC:        rec.BodyCRC,
+		Flag:           rec.Flag,
+		SysFlag:        rec.SysFlag,
+		BornTimestamp:  rec.BornTimestamp,
+		StoreTimestamp: rec.StoreTimestamp,
+	}
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	if rec.BornHost.IsValid() {
+		m.BornHost = rec.BornHost.String()
+	}
+	if rec.StoreHost.IsValid() {
+		m.StoreHost = rec.StoreHost.String()
+	}
+	return m
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Query()) > 0 {
+		WriteError(w, http.StatusBadRequest, "status takes no query parameters")
+		return
+	}
+	st := s.cfg.Backend.Status()
+	b := s.cfg.Backend.Bounds()
+	st.MaxOffset, st.MinOffset, st.FlushedOffset, st.SegmentSize = b.Max, b.Min, b.Flushed, b.SegmentSize
+	if st.Version == "" {
+		st.Version = s.cfg.Version
+	}
+	WriteJSON(w, http.StatusOK, st)
+}
+
+// WriteJSON writes v as a JSON answer with code.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(ErrorAnswer{Error: "encoding the answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// WriteError writes {"error": msg} with code.
+func WriteError(w http.ResponseWriter, code int, msg string) {
+	WriteJSON(w, code, ErrorAnswer{Error: msg})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type promLogger struct{ l hclog.Logger }
+
+func (p promLogger) Println(v ...any) { p.l.Error("metrics", "error", fmt.Sprint(v...)) }

@@ -1,0 +1,150 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/internal/api"
+	"github.com/replicatorhq/replicator/internal/pluginhost"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runNode starts a node in this process and returns its API URL and a
+// function that stops it and returns Run's error.
+func runNode(t *testing.T, cfg Config) (string, func() error) {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	select {
+	case <-n.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("node did not start: %v", err)
+	}
+	return "http://" + n.Addr(), func() error {
+		cancel()
+		return <-done
+	}
+}
+
+func getJSON(t *testing.T, hc *http.Client, url string, v any) {
+	t.Helper()
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeInProcess runs a master and a slave in this process over real
+// TCP, replicates, and shuts both down cleanly without leaking goroutines.
+func TestNodeInProcess(t *testing.T) {
+	dir := t.TempDir()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	base := Config{Listen: "127.0.0.1:0", SegmentSize: 1 << 20, Registry: pluginhost.Builtin(), Version: "test"}
+
+	mc := base
+	mc.Role, mc.DataDir, mc.HAListen = core.AsyncMaster, filepath.Join(dir, "m"), "127.0.0.1:0"
+	mURL, stopMaster := runNode(t, mc)
+	var mst api.Status
+	getJSON(t, hc, mURL+"/v1/status", &mst)
+	if mst.Role != "ASYNC_MASTER" || mst.HAAddr == "" || mst.SegmentSize != 1<<20 {
+		t.Fatalf("master status %+v", mst)
+	}
+
+	sc := base
+	sc.Role, sc.DataDir, sc.MasterHA = core.Slave, filepath.Join(dir, "s"), mst.HAAddr
+	sURL, stopSlave := runNode(t, sc)
+
+	var last api.PutAnswer
+	for i := range 50 {
+		resp, err := hc.Post(mURL+"/v1/topics/T/messages", "", strings.NewReader(fmt.Sprint("m", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&last)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err != nil {
+			t.Fatalf("put %d: %d %v", i, resp.StatusCode, err)
+		}
+	}
+	getJSON(t, hc, mURL+"/v1/status", &mst)
+	// Long polls on the last record: each returns as soon as the slave's
+	// log grows past its start.
+	for {
+		var page api.Messages
+		getJSON(t, hc, fmt.Sprintf("%s/v1/messages?offset=%d&wait=20s", sURL, last.Offset), &page)
+		if len(page.Messages) == 1 && string(page.Messages[0].Body) == "m49" {
+			break
+		}
+	}
+	var sst api.Status
+	getJSON(t, hc, sURL+"/v1/status", &sst)
+	if sst.Role != "SLAVE" || sst.MaxOffset != mst.MaxOffset || sst.Master == nil || sst.Master.Addr != mst.HAAddr {
+		t.Fatalf("slave status %+v, master max %d", sst, mst.MaxOffset)
+	}
+	hc.CloseIdleConnections()
+	if err := stopSlave(); err != nil {
+		t.Fatalf("slave Run: %v", err)
+	}
+	if err := stopMaster(); err != nil {
+		t.Fatalf("master Run: %v", err)
+	}
+}
+
+// TestNodeStartErrors: start failures are reported and release everything.
+func TestNodeStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	reg := pluginhost.Builtin()
+	_, stop := runNode(t, Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "a"), Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0", SegmentSize: 1 << 20, Registry: reg})
+
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"locked data dir", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "a"), Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0", SegmentSize: 1 << 20, Registry: reg}, "in use by another replicator process"},
+		{"unknown store", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "b"), Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0", StorePlugin: "nope", Registry: reg}, "no store plugin"},
+		{"unknown transport", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "c"), Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0", TransportPlugin: "nope", SegmentSize: 1 << 20, Registry: reg}, "no transport plugin"},
+		{"API port in use", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "d"), Listen: "256.0.0.1:1", HAListen: "127.0.0.1:0", Registry: reg}, "API listen"},
+		{"HA port in use", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "e"), Listen: "127.0.0.1:0", HAListen: "256.0.0.1:1", SegmentSize: 1 << 20, Registry: reg}, "master"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = n.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	for _, cfg := range []Config{{}, {DataDir: dir}, {DataDir: dir, Listen: ":0", Role: core.Slave, Registry: reg}, {DataDir: dir, Listen: ":0"}} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

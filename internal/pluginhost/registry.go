@@ -1,0 +1,151 @@
+package pluginhost
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/transport"
+)
+
+// ErrUnknownPlugin means no plugin of the asked kind has the asked name.
+var ErrUnknownPlugin = errors.New("pluginhost: unknown plugin")
+
+// StoreOptions are what the host tells a store plugin when it opens one.
+type StoreOptions struct {
+	// SegmentSize is the size of one commit-log segment file; master and
+	// slave must agree on it.
+	SegmentSize int64
+	// SyncFlush makes Append wait for the bytes to be durable (RocketMQ
+	// SYNC_FLUSH); otherwise a background flusher writes them (ASYNC_FLUSH).
+	SyncFlush bool
+	// MaxMessageSize bounds a message body (RocketMQ maxMessageSize).
+	MaxMessageSize int64
+	Logger         hclog.Logger          // nil: no logs
+	Registerer     prometheus.Registerer // nil: no metrics
+}
+
+// TransportOptions are what the host tells a transport plugin.
+type TransportOptions struct {
+	Logger     hclog.Logger
+	Registerer prometheus.Registerer
+}
+
+// StoreFactory opens a store whose root directory is dir (the node's data
+// directory, which the store shares with the lock file and the metadata's
+// config/ directory; the builtin commitlog uses dir/commitlog and
+// dir/commitlog.checkpoint).
+type StoreFactory func(dir string, opts StoreOptions) (store.Store, error)
+
+// TransportFactory returns a transport.
+type TransportFactory func(opts TransportOptions) (transport.Transport, error)
+
+// Registry maps plugin names to constructors, one namespace per kind. Safe
+// for concurrent use.
+type Registry struct {
+	mu         sync.Mutex
+	dir        string
+	stores     map[string]StoreFactory
+	transports map[string]TransportFactory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{stores: map[string]StoreFactory{}, transports: map[string]TransportFactory{}}
+}
+
+// SetDir records the plugin directory (--plugins). It must be an existing
+// directory. Plugins found there override builtins of the same name once
+// external plugin loading exists; until then the directory is only checked.
+func (r *Registry) SetDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("pluginhost: plugin directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("pluginhost: plugin directory %q is not a directory", dir)
+	}
+	r.mu.Lock()
+	r.dir = dir
+	r.mu.Unlock()
+	return nil
+}
+
+// Dir is the plugin directory, "" when none was set.
+func (r *Registry) Dir() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dir
+}
+
+// RegisterStore adds (or replaces) the store plugin name.
+func (r *Registry) RegisterStore(name string, f StoreFactory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stores[name] = f
+}
+
+// RegisterTransport adds (or replaces) the transport plugin name.
+func (r *Registry) RegisterTransport(name string, f TransportFactory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.transports[name] = f
+}
+
+// Store returns the store plugin name.
+func (r *Registry) Store(name string) (StoreFactory, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.stores[name]; ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("%w: no store plugin %q (have %s)", ErrUnknownPlugin, name, names(r.stores))
+}
+
+// Transport returns the transport plugin name.
+func (r *Registry) Transport(name string) (TransportFactory, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.transports[name]; ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("%w: no transport plugin %q (have %s)", ErrUnknownPlugin, name, names(r.transports))
+}
+
+// StoreNames lists the store plugins, sorted.
+func (r *Registry) StoreNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sortedKeys(r.stores)
+}
+
+// TransportNames lists the transport plugins, sorted.
+func (r *Registry) TransportNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sortedKeys(r.transports)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func names[V any](m map[string]V) string {
+	k := sortedKeys(m)
+	if len(k) == 0 {
+		return "none"
+	}
+	return strings.Join(k, ", ")
+}

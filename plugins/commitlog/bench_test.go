@@ -1,0 +1,188 @@
+package commitlog
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replicatorhq/replicator/sdk/record"
+)
+
+// benchOptions: production defaults (1 GiB segments, preallocation and
+// prefault), quiet.
+func benchOptions(b *testing.B) Options {
+	o := DefaultOptions()
+	o.Logger = nil
+	return o
+}
+
+func benchAppend(b *testing.B, o Options, goroutines int) {
+	l, err := Open(b.TempDir(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	msg := &record.Message{Topic: "BenchTopic", Body: make([]byte, 1024), Properties: map[string]string{"KEYS": "k"}}
+	size, _ := record.Size(msg)
+	// Steady state: the active segment populated, the next one ready.
+	if _, err := l.Append(context.Background(), msg); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		l.mu.Lock()
+		ready := l.spare != nil
+		l.mu.Unlock()
+		if ready && len(l.warmReq) == 0 {
+			break
+		}
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	flushes0 := testutil.ToFloat64(l.m.flushes)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	per := b.N / goroutines
+	for g := 0; g < goroutines; g++ {
+		n := per
+		if g == 0 {
+			n += b.N % goroutines
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := *msg
+			for i := 0; i < n; i++ {
+				m.QueueID = int32(g)
+				if _, err := l.Append(context.Background(), &m); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el, "msgs/s")
+	if o.FlushMode == FlushSync {
+		b.ReportMetric((testutil.ToFloat64(l.m.flushes)-flushes0)/el, "fsyncs/s")
+	}
+}
+
+// BenchmarkAppend: 1 KiB messages, async and sync flush, 1 and 16
+// appenders. Sync reports group commits as fsyncs/s.
+func BenchmarkAppend(b *testing.B) {
+	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
+		for _, g := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%v/goroutines=%d", mode, g), func(b *testing.B) {
+				o := benchOptions(b)
+				o.FlushMode = mode
+				benchAppend(b, o, g)
+			})
+		}
+	}
+}
+
+// BenchmarkRead: 32 KiB zero-copy views (what one HA frame ships).
+func BenchmarkRead(b *testing.B) {
+	o := benchOptions(b)
+	o.SegmentSize = 64 << 20
+	l, err := Open(b.TempDir(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	msg := &record.Message{Topic: "BenchTopic", Body: make([]byte, 1024)}
+	for l.Bounds().Max < 32<<20 {
+		if _, err := l.Append(context.Background(), msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	mx := l.Bounds().Max
+	b.SetBytes(32 << 10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var off int64
+	for i := 0; i < b.N; i++ {
+		v, err := l.Read(off, 32<<10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		off += int64(len(v.Data))
+		if off >= mx {
+			off = 0
+		}
+		v.Release()
+	}
+}
+
+func procStatus(b *testing.B, field string) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	b.Skip("no " + field)
+	return 0
+}
+
+// BenchmarkRSS writes 64 segments of 16 MiB (1 GiB of log) and reports
+// the growth of the file-backed resident set (RssFile in
+// /proc/self/status) after the flusher's trim: it stays near the active
+// plus the preallocated segment, not the log size. trim=false shows the
+// same run without MADV_DONTNEED of sealed segments.
+func BenchmarkRSS(b *testing.B) {
+	for _, trim := range []bool{true, false} {
+		b.Run(fmt.Sprintf("trim=%v", trim), func(b *testing.B) { benchRSS(b, trim) })
+	}
+}
+
+func benchRSS(b *testing.B, trim bool) {
+	for i := 0; i < b.N; i++ {
+		o := benchOptions(b)
+		o.SegmentSize = 16 << 20
+		l, err := Open(b.TempDir(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.noTrim = !trim
+		msg := &record.Message{Topic: "BenchTopic", Body: make([]byte, 1024)}
+		before := procStatus(b, "RssFile")
+		peak := 0.0
+		for l.Bounds().Max < 64*o.SegmentSize {
+			if _, err := l.Append(context.Background(), msg); err != nil {
+				b.Fatal(err)
+			}
+			if l.Bounds().Max%(8<<20) < 1200 {
+				if err := l.checkpointNow(false); err != nil { // what the flusher does every 500 ms
+					b.Fatal(err)
+				}
+				peak = max(peak, procStatus(b, "RssFile")-before)
+			}
+		}
+		if err := l.checkpointNow(false); err != nil {
+			b.Fatal(err)
+		}
+		after := procStatus(b, "RssFile") - before
+		b.ReportMetric(float64(l.Bounds().Max)/(1<<20), "log-MiB")
+		b.ReportMetric(peak, "peak-rss-file-MiB")
+		b.ReportMetric(after, "end-rss-file-MiB")
+		l.Close()
+	}
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/internal/pluginhost"
+	"github.com/replicatorhq/replicator/plugins/commitlog"
+	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
+	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/sdk/storeplugin"
+)
+
+// The benchmarks of core (BenchmarkCatchUp, BenchmarkSyncPut) with the
+// store builtin (linked in) and external (this package's binary as a
+// go-plugin subprocess: appends batched on a stream, reads from the shared
+// segment files), side by side. "external-mtls" adds AutoMTLS, which the
+// daemon turns on.
+
+const benchSegment = 64 << 20
+
+func benchCatchUpSize(b *testing.B) int64 {
+	s := os.Getenv("REPLICATOR_BENCH_CATCHUP")
+	if s == "" {
+		return 256 << 20
+	}
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSuffix(s, suf), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		b.Fatalf("REPLICATOR_BENCH_CATCHUP=%q", s)
+	}
+	return n * mult
+}
+
+var benchModes = []string{"builtin", "external", "external-mtls"}
+
+// pluginPath links the test binary as replicator-store-commitlog.
+func pluginPath(b *testing.B) string {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(b.TempDir(), "replicator-store-commitlog")
+	if err := os.Symlink(exe, p); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// openMode opens a commit log in dir, builtin or through a plugin process.
+func openMode(b *testing.B, mode, plugin, dir string) store.Store {
+	b.Helper()
+	if mode == "builtin" {
+		o := commitlog.DefaultOptions()
+		o.SegmentSize = benchSegment
+		l, err := commitlog.Open(dir, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	p, err := pluginhost.Launch(pluginhost.Candidate{Path: plugin, Kind: "store", Name: "commitlog"},
+		pluginhost.LaunchOptions{AutoMTLS: mode == "external-mtls"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := p.Dispense()
+	if err != nil {
+		p.Kill()
+		b.Fatal(err)
+	}
+	cl, err := raw.(*storeplugin.Conn).Open(context.Background(), storeplugin.OpenRequest{Dir: dir, SegmentSize: benchSegment}, benchClientConfig())
+	if err != nil {
+		p.Kill()
+		b.Fatal(err)
+	}
+	return &procStore{Client: cl, p: p}
+}
+
+type procStore struct {
+	*storeplugin.Client
+	p *pluginhost.Process
+}
+
+func (s *procStore) Close() error {
+	err := s.Client.Close()
+	s.p.Kill()
+	return err
+}
+
+// BenchmarkPluginCatchUp: a fresh slave catches up with a master holding
+// REPLICATOR_BENCH_CATCHUP bytes (default 256 MiB) over loopback TCP; both
+// stores builtin or both external.
+func BenchmarkPluginCatchUp(b *testing.B) {
+	size := benchCatchUpSize(b)
+	plugin := pluginPath(b)
+	// The master's log is written once, builtin (same files either way).
+	mdir := filepath.Join(b.TempDir(), "master")
+	{
+		st := openMode(b, "builtin", "", mdir)
+		body := make([]byte, 4000)
+		for st.Bounds().Max < size {
+			if _, err := st.Append(context.Background(), &record.Message{Topic: "TopicBench", Body: body}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st.Close()
+	}
+	for _, mode := range benchModes {
+		b.Run(mode, func(b *testing.B) {
+			mst := openMode(b, mode, plugin, mdir)
+			defer mst.Close()
+			total := mst.Bounds().Max
+			tr := tcptransport.New(tcptransport.DefaultOptions())
+			m, err := core.NewMaster(mst, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			b.SetBytes(total)
+			b.ResetTimer()
+			var elapsed time.Duration
+			for i := range b.N {
+				b.StopTimer()
+				sdir := filepath.Join(b.TempDir(), fmt.Sprint("slave-", i))
+				sst := openMode(b, mode, plugin, sdir)
+				grew := make(chan struct{}, 1)
+				cancel := sst.Watch(grew)
+				s, err := core.NewSlave(sst, tr, core.SlaveConfig{MasterAddr: m.Addr()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if err := s.Start(); err != nil {
+					b.Fatal(err)
+				}
+				for sst.Bounds().Max < total {
+					<-grew
+				}
+				elapsed += time.Since(start)
+				b.StopTimer()
+				cancel()
+				s.Close()
+				sst.Close()
+				os.RemoveAll(sdir)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(total)*float64(b.N)/elapsed.Seconds()/1e6, "catchup_MB/s")
+		})
+	}
+}
+
+// BenchmarkPluginSyncPut: 1 KiB messages on a SYNC_MASTER with one slave
+// by 1, 16 and 64 producers; both stores builtin or both external.
+func BenchmarkPluginSyncPut(b *testing.B) {
+	plugin := pluginPath(b)
+	for _, mode := range benchModes {
+		for _, producers := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("%s/producers=%d", mode, producers), func(b *testing.B) {
+				dir := b.TempDir()
+				mst := openMode(b, mode, plugin, filepath.Join(dir, "master"))
+				defer mst.Close()
+				sst := openMode(b, mode, plugin, filepath.Join(dir, "slave"))
+				defer sst.Close()
+				tr := tcptransport.New(tcptransport.DefaultOptions())
+				m, err := core.NewMaster(mst, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: core.SyncMaster})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Start(); err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				s, err := core.NewSlave(sst, tr, core.SlaveConfig{MasterAddr: m.Addr()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Start(); err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				ctx := context.Background()
+				if err := m.WaitSlaves(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+				body := make([]byte, 1024)
+				lat := make([][]time.Duration, producers)
+				var next, bad atomic.Int64
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for p := range producers {
+					wg.Go(func() {
+						msg := &record.Message{Topic: "TopicBench", QueueID: int32(p % 8), Body: body}
+						for next.Add(1) <= int64(b.N) {
+							t0 := time.Now()
+							res, err := m.Put(ctx, msg)
+							lat[p] = append(lat[p], time.Since(t0))
+							if err != nil || res.Status != core.PutOK {
+								bad.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				el := time.Since(start)
+				b.StopTimer()
+				if n := bad.Load(); n > 0 {
+					b.Fatalf("%d puts not PUT_OK", n)
+				}
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				pct := func(q float64) float64 {
+					return float64(all[min(len(all)-1, int(q*float64(len(all))))].Microseconds())
+				}
+				b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+				b.ReportMetric(pct(0.50), "p50_us")
+				b.ReportMetric(pct(0.99), "p99_us")
+			})
+		}
+	}
+}
+
+// benchClientConfig is the default client configuration, with
+// REPLICATOR_BENCH_INFLIGHT overriding MaxInFlight (for tuning runs).
+func benchClientConfig() storeplugin.ClientConfig {
+	var cfg storeplugin.ClientConfig
+	if v, err := strconv.Atoi(os.Getenv("REPLICATOR_BENCH_INFLIGHT")); err == nil {
+		cfg.MaxInFlight = v
+	}
+	return cfg
+}

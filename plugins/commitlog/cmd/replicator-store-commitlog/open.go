@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/replicatorhq/replicator/plugins/commitlog"
+	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/sdk/storeplugin"
+)
+
+// sharedLog is a commitlog.Log that names its segment files for the host.
+// plugins/commitlog keeps fixed-size, preallocated segment files named by
+// their 20-digit start offset under DIR/commitlog, never shrinks one in
+// place and removes whole files only: the storeplugin.SegmentFiles contract.
+type sharedLog struct {
+	*commitlog.Log
+	dir string
+}
+
+func (s sharedLog) SegmentFile(base int64) (string, bool) {
+	p := filepath.Join(s.dir, "commitlog", fmt.Sprintf("%020d", base))
+	if _, err := os.Stat(p); err != nil {
+		return "", false
+	}
+	return p, true
+}
+
+// open is the plugin's storeplugin.Opener.
+func open(_ context.Context, req storeplugin.OpenRequest) (store.Store, error) {
+	o := commitlog.DefaultOptions()
+	if req.SegmentSize > 0 {
+		o.SegmentSize = req.SegmentSize
+	}
+	o.Logger = req.Logger
+	if v, ok := req.Options["sync_flush"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("commitlog plugin: sync_flush=%q: %w", v, err)
+		}
+		if b {
+			o.FlushMode = commitlog.FlushSync
+		}
+	}
+	if v, ok := req.Options["max_message_size"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("commitlog plugin: max_message_size=%q: %w", v, err)
+		}
+		if n > 0 {
+			o.MaxMessageSize = int(n)
+		}
+	}
+	if v, ok := req.Options["preallocate"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("commitlog plugin: preallocate=%q: %w", v, err)
+		}
+		o.Preallocate = b
+	}
+	l, err := commitlog.Open(req.Dir, o)
+	if err != nil {
+		return nil, err
+	}
+	return sharedLog{Log: l, dir: req.Dir}, nil
+}

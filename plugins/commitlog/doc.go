@@ -1,0 +1,139 @@
+// Package commitlog is replicator's default store: RocketMQ's CommitLog on
+// mmap'd segment files, byte-identical to what a RocketMQ broker writes, so
+// a Java slave can replicate from it and it can replicate from a Java
+// master. *Log implements store.Store. This is the only package that
+// imports github.com/edsrzf/mmap-go.
+//
+// # Layout
+//
+//	DATA/
+//	  commitlog/
+//	    00000000000000000000        segment: start offset, 20 zero-padded digits
+//	    00000000001073741824        next segment (start + SegmentSize)
+//	    00000000002147483648.tmp    preallocated next segment, renamed when used
+//	  commitlog.checkpoint          flushed offset + queue table (see checkpoint.go)
+//
+// Every segment is SegmentSize bytes (default 1 GiB; any page multiple down
+// to 4 KiB for tests), created at full length with fallocate (so a full
+// disk is an error at creation, never a SIGBUS on write) and mapped
+// read-write, MAP_SHARED. Segment starts are multiples of SegmentSize and
+// consecutive. The log's min offset is the first segment's start; its max
+// offset is where the next byte goes.
+//
+// # Records and the end-of-file filler
+//
+// Records are RocketMQ message format v1; the byte diagram is in package
+// sdk/record. A record never spans two segments: when a record plus 8 bytes
+// does not fit the rest of the active segment, Append writes the filler and
+// counts the rest of the segment as written:
+//
+//	 segment k                                               segment k+1
+//	+--------+--------+-----+--------------------------+-----+---------+----
+//	| record | record | ... | rem int32 | 0xCBD43194   | 0 … |  record | ...
+//	+--------+--------+-----+--------------------------+-----+---------+----
+//	                        ^ filler: rem = bytes from here to the segment end
+//
+// Replication ships the filler and the zero padding verbatim, so a replica's
+// segment fills at the same point. Read never returns bytes across a
+// segment end.
+//
+// # Master and replica
+//
+// Append (master) encodes straight into the mapping under the put lock,
+// assigns the queue offset per (topic, queue) and the physical offset, and
+// refuses bad input (store.ErrInvalidTopic, store.ErrMessageTooLarge,
+// record.ErrInvalidProperty) before writing a byte. AppendAt (replica)
+// copies raw bytes at exactly the max offset (store.ErrOffsetMismatch
+// otherwise), never across a segment end (store.ErrSegmentOverflow); on an
+// empty log the offset must be a segment boundary and that segment is
+// created. Chunks may end inside a record; a dispatch cursor follows the
+// last whole record and keeps the queue table current, so a replica can be
+// promoted (Append refuses while the log ends inside a partial record).
+//
+// # Reads
+//
+// Read returns a View aliasing the mapping, without copying or allocating.
+// Each segment is reference counted: the log holds one reference, each View
+// one more; the last Release unmaps. A segment removed by Truncate or by
+// retention therefore stays mapped until its Views are released, and
+// retention never removes a segment a View pins. Bytes at or past a
+// truncation point read as zeros in a View taken before the Truncate.
+//
+// # Flushing
+//
+//   - FlushAsync: a flusher msyncs [flushed, max) every FlushInterval
+//     (500 ms); Append returns once the record is in the page cache.
+//   - FlushSync: Append kicks the flusher and waits; one msync per dirty
+//     segment covers every record appended so far (group commit), and all
+//     waiters it covers return together. Past SyncFlushTimeout (5 s) Append
+//     returns its valid result with store.ErrFlushDiskTimeout (RocketMQ's
+//     FLUSH_DISK_TIMEOUT); a cancelled ctx does the same, wrapping ctx.Err().
+//
+// Every FlushInterval, in both modes, the flusher writes the checkpoint
+// (tmp file, fsync, rename, directory fsync) and drops the page-table
+// entries of sealed, flushed segments (madvise MADV_DONTNEED), so the
+// resident set is the active segment, the preallocated next one, and what
+// readers touch, not the log's size.
+//
+// A preallocator creates the next segment in the background and, with
+// Prefault, populates it (MADV_POPULATE_WRITE): a roll is a rename, and
+// appends take no page faults.
+//
+// # Recovery (Open)
+//
+//  1. Segment files: names must be 20 digits; a zero-length last file is
+//     deleted (RocketMQ rule); any other size mismatch, an unaligned start or
+//     a gap refuses to open with a CorruptError naming the file.
+//  2. The scan verifies TOTALSIZE, MAGICCODE, every length, BODYCRC and
+//     PHYSICALOFFSET from min(checkpoint scan offset, start of the 3rd-last
+//     segment). Without a usable checkpoint the queue table is first rebuilt
+//     from record headers over the older segments.
+//  3. Where the scan stops is the end of the log, unless that is below the
+//     checkpoint's flushed offset (data known durable is bad): then Open
+//     refuses with a CorruptError naming file and offset (IsCorrupt). A
+//     record straddling the flushed offset (a replica's partial record) is
+//     torn, not corrupt. Without a checkpoint, bad bytes followed by a later
+//     segment holding data are corruption.
+//  4. Past the flushed offset BODYCRC is not enough (it covers only the
+//     body): after a clean Close no record may end past the flushed offset,
+//     and otherwise a record ending in a zero byte where RocketMQ never
+//     writes one (a property list ends in \u0002, a topic in a topic
+//     character) is a torn write.
+//  5. The torn tail is cut as Truncate does, below.
+//
+// # Truncate, crash-safe
+//
+// (1) Rewrite the checkpoint with a scan offset <= the cut and a flushed
+// offset <= the cut; (2) zero the bytes from the cut to the old end of its
+// segment and msync them; (3) remove later segments, last first, fsyncing
+// the directory after each. A crash after (1) recovers the old log or the
+// cut one; after (2) recovery stops at the cut (zeros) and removes what (3)
+// left. Zeroing is what RocketMQ #10666 lacks: there the stale records stay
+// valid on disk and come back after a crash.
+//
+// # Retention
+//
+// Every RetentionInterval, whole segments are deleted from the front while
+// they were last written more than RetentionAge ago or the files total more
+// than RetentionBytes; never the active segment, never a segment with a
+// live View (retention stops there and retries later).
+//
+// # Concurrency and lock order
+//
+// All methods are safe for concurrent use. Locks, always taken in this
+// order: ckptMu (checkpoint writes, Truncate, restarting an empty log) →
+// mu (the put lock: Append, AppendAt, Truncate, segment list changes) →
+// gcMu / watchMu (leaves). Read, Bounds and the flush itself take no lock:
+// the segment list is an atomically replaced slice and segments are pinned
+// by reference count. Goroutines: flusher, housekeeper (retention) and
+// preallocator, all stopped and awaited by Close.
+//
+// # Observability
+//
+// Logs (hclog, Options.Logger): recovery, torn-tail cuts, truncations,
+// retention. Metrics (Options.Registerer): replicator_commitlog_
+// appended_bytes_total, appended_records_total, flushes_total,
+// flush_duration_seconds, flush_timeouts_total, segments,
+// max_offset_bytes, flushed_offset_bytes, truncations_total,
+// retention_deleted_segments_total.
+package commitlog

@@ -1,0 +1,306 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/replicatorhq/replicator/sdk/store"
+)
+
+// flusher runs group commits (sync mode, on demand) and the periodic
+// flush and checkpoint (both modes, every FlushInterval).
+func (l *Log) flusher() {
+	t := time.NewTicker(l.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-l.kick:
+			l.groupCommit()
+		case <-t.C:
+			if err := l.checkpointNow(false); err != nil {
+				l.log.Error("periodic flush", "error", err)
+			}
+		}
+	}
+}
+
+// groupCommit flushes everything appended so far with one msync per dirty
+// segment and wakes every Append waiting for it.
+func (l *Log) groupCommit() {
+	gen := l.truncGen.Load()
+	target := l.max.Load()
+	err := l.flushTo(target)
+	l.advanceFlushed(gen, target, err)
+	l.gcMu.Lock()
+	close(l.gcDone)
+	l.gcDone = make(chan struct{})
+	l.gcMu.Unlock()
+}
+
+// advanceFlushed records a completed flush up to target, unless a
+// truncation happened meanwhile (then the flushed offset it set stands).
+func (l *Log) advanceFlushed(gen uint64, target int64, err error) {
+	if err != nil {
+		l.flushErr.CompareAndSwap(nil, &err)
+		l.log.Error("flush", "error", err)
+		return
+	}
+	l.mu.Lock()
+	if l.truncGen.Load() == gen && target > l.flushed.Load() {
+		l.flushed.Store(target)
+		l.m.flushedOffset.Set(float64(target))
+	}
+	l.mu.Unlock()
+}
+
+// flushTo msyncs [flushed, target) segment by segment, then the directory
+// if a segment file was created since the last flush.
+func (l *Log) flushTo(target int64) error {
+	if l.flushHook != nil {
+		l.flushHook()
+	}
+	from := l.flushed.Load()
+	if from >= target {
+		return nil
+	}
+	start := time.Now()
+	segs := l.segList()
+	for _, s := range segs {
+		if s.end() <= from || s.start >= target || !s.pin() {
+			continue
+		}
+		err := s.msync(max(from, s.start)-s.start, min(target, s.end())-s.start)
+		s.Release()
+		if err != nil {
+			return err
+		}
+	}
+	if l.dirDirty.Swap(false) {
+		if err := syncDir(l.dir); err != nil {
+			l.dirDirty.Store(true)
+			return err
+		}
+	}
+	l.m.flushes.Inc()
+	l.m.flushDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// waitFlush waits until a group commit covers target (sync mode).
+func (l *Log) waitFlush(ctx context.Context, target int64) error {
+	timer := time.NewTimer(l.opts.SyncFlushTimeout)
+	defer timer.Stop()
+	for {
+		if l.flushed.Load() >= target {
+			return nil
+		}
+		if p := l.flushErr.Load(); p != nil {
+			return fmt.Errorf("commitlog: append: record at %d stored but not flushed: %w", target, *p)
+		}
+		l.gcMu.Lock()
+		ch := l.gcDone
+		l.gcMu.Unlock()
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+			if l.isClosed.Load() && l.flushed.Load() < target && l.flushErr.Load() == nil {
+				return fmt.Errorf("commitlog: append: %w: closed before the flush", store.ErrFlushDiskTimeout)
+			}
+		case <-timer.C:
+			l.m.flushTimeouts.Inc()
+			return fmt.Errorf("commitlog: append: record ending at %d: %w after %v", target, store.ErrFlushDiskTimeout, l.opts.SyncFlushTimeout)
+		case <-ctx.Done():
+			return fmt.Errorf("commitlog: append: record ending at %d: %w: %w", target, store.ErrFlushDiskTimeout, ctx.Err())
+		}
+	}
+}
+
+// checkpointNow flushes everything appended so far, writes the checkpoint
+// when it changed, and trims sealed segments from the resident set.
+//
+// clean marks the checkpoint written by Close: the log ends exactly at its
+// flushed offset, so recovery trusts no byte past it.
+func (l *Log) checkpointNow(clean bool) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.Lock()
+	gen := l.truncGen.Load()
+	target := l.max.Load()
+	c := checkpoint{Clean: clean, Flushed: target, Scan: l.dispatched, Timestamp: l.lastTS}
+	changed := c.Scan != l.lastCkpt.Scan || c.Flushed != l.lastCkpt.Flushed || c.Clean != l.lastCkpt.Clean
+	if changed && c.Scan != l.lastCkpt.Scan {
+		c.Queues = l.queues.clone()
+	} else {
+		c.Queues = l.lastCkpt.Queues
+	}
+	l.mu.Unlock()
+	err := l.flushTo(target)
+	l.advanceFlushed(gen, target, err)
+	if err != nil {
+		return err
+	}
+	if changed {
+		// Truncate holds ckptMu, so gen cannot have moved: c is current.
+		if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
+			return err
+		}
+		l.lastCkpt = c
+	}
+	l.trimSealed()
+	return nil
+}
+
+// trimSealed drops the page-table entries of sealed, flushed segments so
+// the resident set stays near the active segment plus what readers use:
+// once when a segment is sealed and flushed, then again after reads.
+func (l *Log) trimSealed() {
+	if l.noTrim {
+		return
+	}
+	segs := l.segList()
+	fl := l.flushed.Load()
+	for i, s := range segs {
+		if i == len(segs)-1 || s.end() > fl {
+			break
+		}
+		if !s.trimmed.Load() || s.touched.Load() {
+			if !s.pin() {
+				continue
+			}
+			s.touched.Store(false)
+			s.release(0, s.size)
+			s.trimmed.Store(true)
+			s.Release()
+		}
+	}
+}
+
+// allocator creates the next segment in the background (RocketMQ's
+// AllocateMappedFileService), so that a roll costs a rename; it also
+// populates a segment that had to be created on the append path.
+func (l *Log) allocator() {
+	for {
+		select {
+		case <-l.done:
+			return
+		case start := <-l.allocReq:
+			l.preallocate(start)
+		case seg := <-l.warmReq:
+			if seg.pin() {
+				if from := max(l.max.Load()-seg.start, 0); from < seg.size {
+					seg.populateFrom(from)
+				}
+				seg.Release()
+			}
+		}
+	}
+}
+
+func (l *Log) preallocate(start int64) {
+	l.mu.Lock()
+	gen := l.truncGen.Load()
+	skip := l.closed || (l.spare != nil && l.spare.start == start)
+	l.mu.Unlock()
+	if skip {
+		return
+	}
+	path := segmentPath(l.dir, start) + ".tmp"
+	os.Remove(path) // a leftover of an earlier attempt
+	seg, err := createSegment(path, start, l.opts.SegmentSize, l.log, l.now())
+	if err != nil {
+		l.log.Warn("preallocating segment", "file", path, "error", err)
+		return
+	}
+	if l.opts.Prefault {
+		seg.populate()
+	}
+	l.mu.Lock()
+	segs := l.segList()
+	ok := !l.closed && l.truncGen.Load() == gen && l.spare == nil && len(segs) > 0 && segs[len(segs)-1].end() == start
+	if ok {
+		l.spare = seg
+	}
+	l.mu.Unlock()
+	if !ok {
+		l.dropSpare(seg)
+	}
+}
+
+// housekeeper runs retention and memory trimming every RetentionInterval.
+func (l *Log) housekeeper() {
+	t := time.NewTicker(l.opts.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+			if _, err := l.enforceRetention(); err != nil {
+				l.log.Error("retention", "error", err)
+			}
+			l.trimSealed()
+		}
+	}
+}
+
+// enforceRetention deletes whole segments from the front of the log while
+// they are older than RetentionAge or the log is larger than
+// RetentionBytes; never the active segment, never one with a live View.
+// It returns how many it deleted.
+func (l *Log) enforceRetention() (int, error) {
+	age, limit := l.opts.RetentionAge, l.opts.RetentionBytes
+	if age == 0 && limit == 0 {
+		return 0, nil
+	}
+	now := l.now()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, nil
+	}
+	segs := l.segList()
+	total := int64(len(segs)) * l.opts.SegmentSize
+	n := 0
+	for ; n < len(segs)-1; n++ {
+		s := segs[n]
+		old := age > 0 && now.Sub(time.Unix(0, s.mtime.Load())) > age
+		big := limit > 0 && total > limit
+		if !old && !big {
+			break
+		}
+		if !s.refs.CompareAndSwap(1, 0) {
+			l.log.Debug("retention: segment in use by a view", "file", s.path)
+			break
+		}
+		total -= l.opts.SegmentSize
+	}
+	victims := segs[:n:n]
+	if n > 0 {
+		rest := append([]*segment(nil), segs[n:]...)
+		l.segs.Store(&rest)
+		l.m.segments.Set(float64(len(rest)))
+	}
+	l.mu.Unlock()
+	var firstErr error
+	for _, s := range victims {
+		s.unmap()
+		if err := os.Remove(s.path); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("commitlog: retention: %w", err)
+		}
+		l.log.Info("retention deleted segment", "file", s.path, "start", s.start)
+		l.m.retained.Inc()
+	}
+	if n > 0 {
+		if err := syncDir(l.dir); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return n, firstErr
+}

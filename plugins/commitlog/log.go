@@ -1,0 +1,658 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
+)
+
+var _ store.Store = (*Log)(nil)
+
+// Log is a RocketMQ-layout commit log on mmap'd segment files. It
+// implements store.Store; all methods are safe for concurrent use.
+type Log struct {
+	root     string // DATA
+	dir      string // DATA/commitlog
+	ckptPath string
+	opts     Options
+	log      hclog.Logger
+	m        *metrics
+	now      func() time.Time
+	maxRec   int
+
+	// Lock order: ckptMu before mu. gcMu and watchMu are leaves.
+	ckptMu   sync.Mutex // serialises checkpoint writes with Truncate
+	lastCkpt checkpoint // guarded by ckptMu
+
+	mu         sync.Mutex // the put lock: every change of the log
+	closed     bool
+	queues     queueTable // topic → queue → next queue offset
+	dispatched int64      // end of the last whole record (<= max)
+	lastTS     int64      // store timestamp of the last dispatched record
+	stalled    bool       // dispatch hit bytes that are not records
+	spare      *segment   // preallocated next segment, still named .tmp
+
+	segs     atomic.Pointer[[]*segment] // replaced (copy on write) under mu
+	max      atomic.Int64
+	flushed  atomic.Int64
+	truncGen atomic.Uint64 // bumped by every truncation, under mu
+	isClosed atomic.Bool
+	dirDirty atomic.Bool // a segment file was created since the last dir fsync
+	flushErr atomic.Pointer[error]
+	watchMu  sync.Mutex
+	watchers atomic.Pointer[[]chan<- struct{}]
+	gcMu     sync.Mutex
+	gcDone   chan struct{} // closed when the current group commit ends
+	kick     chan struct{}
+	allocReq chan int64
+	warmReq  chan *segment
+	done     chan struct{}
+	wg       sync.WaitGroup
+
+	// Test hooks, nil in production: flushHook runs before each flush;
+	// truncHook runs after each crash-safety step of Truncate and aborts it
+	// when it returns an error (a simulated crash).
+	flushHook func()
+	truncHook func(step int) error
+	noTrim    bool // benchmarks: measure the resident set without trimming
+}
+
+// Open opens or creates the commit log under dir (segments live in
+// dir/commitlog, the checkpoint in dir/commitlog.checkpoint), recovers it
+// and starts its background flusher, allocator and housekeeper.
+// A log that fails recovery with corruption gives an error for which
+// IsCorrupt is true, naming the file and offset.
+func Open(dir string, opts Options) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = hclog.NewNullLogger()
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	l := &Log{
+		root:     dir,
+		dir:      filepath.Join(dir, "commitlog"),
+		ckptPath: filepath.Join(dir, checkpointName),
+		opts:     opts,
+		log:      lg.Named("commitlog"),
+		now:      now,
+		maxRec:   opts.maxRecord(),
+		queues:   queueTable{},
+		gcDone:   make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		allocReq: make(chan int64, 1),
+		warmReq:  make(chan *segment, 1),
+		done:     make(chan struct{}),
+	}
+	l.segs.Store(&[]*segment{})
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("commitlog: open: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: register metrics: %w", err)
+	}
+	l.m = m
+	if err := l.recover(); err != nil {
+		for _, s := range l.segList() {
+			s.Release()
+		}
+		m.unregister()
+		return nil, err
+	}
+	l.go_("commitlog-flusher", l.flusher)
+	l.go_("commitlog-housekeeper", l.housekeeper)
+	if opts.Preallocate {
+		l.go_("commitlog-allocator", l.allocator)
+		if segs := l.segList(); len(segs) > 0 {
+			l.requestSpare(segs[len(segs)-1].end())
+		}
+	}
+	return l, nil
+}
+
+func (l *Log) go_(name string, f func()) {
+	l.wg.Add(1)
+	go pprof.Do(context.Background(), pprof.Labels("goroutine", name), func(context.Context) {
+		defer l.wg.Done()
+		f()
+	})
+}
+
+func (l *Log) segList() []*segment { return *l.segs.Load() }
+
+// segmentFor returns the segment holding offset off (start <= off < end).
+func segmentFor(segs []*segment, off int64) (*segment, int) {
+	if len(segs) == 0 || off < segs[0].start {
+		return nil, -1
+	}
+	i := int((off - segs[0].start) / segs[0].size)
+	if i >= len(segs) {
+		return nil, -1
+	}
+	return segs[i], i
+}
+
+func mapRecordErr(op string, err error) error {
+	switch {
+	case errors.Is(err, record.ErrInvalidTopic):
+		return fmt.Errorf("commitlog: %s: %w: %w", op, store.ErrInvalidTopic, err)
+	case errors.Is(err, record.ErrTooLarge):
+		return fmt.Errorf("commitlog: %s: %w: %w", op, store.ErrMessageTooLarge, err)
+	}
+	return fmt.Errorf("commitlog: %s: %w", op, err)
+}
+
+// Append encodes msg at the end of the log (see store.Store). Invalid
+// input is refused before anything is written: store.ErrInvalidTopic,
+// store.ErrMessageTooLarge, or record.ErrInvalidProperty.
+func (l *Log) Append(ctx context.Context, msg *record.Message) (store.AppendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w", err)
+	}
+	size, err := record.Size(msg)
+	if err != nil {
+		return store.AppendResult{}, mapRecordErr("append", err)
+	}
+	if size > l.maxRec {
+		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w: record of %d bytes, limit %d", store.ErrMessageTooLarge, size, l.maxRec)
+	}
+	now := l.now()
+	ts := now.UnixMilli()
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w", store.ErrClosed)
+	}
+	if d, mx := l.dispatched, l.max.Load(); d != mx {
+		l.mu.Unlock()
+		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w: the log ends inside a partial record at %d (max %d); truncate to %d first", store.ErrOffsetMismatch, d, mx, d)
+	}
+	seg, err := l.roomFor(int64(size))
+	if err != nil {
+		l.mu.Unlock()
+		return store.AppendResult{}, err
+	}
+	off := l.max.Load()
+	pos := off - seg.start
+	qs := l.queues[msg.Topic]
+	qo := qs[msg.QueueID]
+	if _, err := record.Encode(seg.data[pos:pos:seg.size], msg, qo, off, ts); err != nil {
+		l.mu.Unlock()
+		return store.AppendResult{}, mapRecordErr("append", err)
+	}
+	if qs == nil {
+		qs = make(map[int32]int64, 4)
+		l.queues[msg.Topic] = qs
+	}
+	qs[msg.QueueID] = qo + 1
+	next := off + int64(size)
+	l.dispatched, l.lastTS = next, ts
+	seg.mtime.Store(now.UnixNano())
+	l.max.Store(next)
+	l.mu.Unlock()
+
+	l.notify()
+	l.m.appendedBytes.Add(float64(size))
+	l.m.appended.Inc()
+	l.m.maxOffset.Set(float64(next))
+	res := store.AppendResult{Offset: off, NextOffset: next, QueueOffset: qo, StoreTimestamp: ts, Size: int32(size)}
+	if l.opts.FlushMode == FlushSync {
+		if err := l.waitFlush(ctx, next); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// roomFor returns the segment where a record of size bytes goes at the
+// max offset, writing the end-of-file filler and moving to the next
+// segment when size+8 does not fit (mu held).
+func (l *Log) roomFor(size int64) (*segment, error) {
+	segs := l.segList()
+	mx := l.max.Load()
+	if len(segs) == 0 {
+		return l.roll(mx - mx%l.opts.SegmentSize)
+	}
+	seg := segs[len(segs)-1]
+	pos := mx - seg.start
+	rest := seg.size - pos
+	if size+record.FillerSize <= rest {
+		return seg, nil
+	}
+	if rest >= record.FillerSize {
+		record.PutFiller(seg.data[pos:], int32(rest))
+		l.m.appendedBytes.Add(float64(rest))
+	}
+	l.max.Store(seg.end())
+	l.dispatched = seg.end()
+	return l.roll(seg.end())
+}
+
+// roll makes a segment starting at start the active one (mu held).
+func (l *Log) roll(start int64) (*segment, error) {
+	seg := l.takeSpare(start)
+	if seg == nil {
+		var err error
+		seg, err = createSegment(segmentPath(l.dir, start), start, l.opts.SegmentSize, l.log, l.now())
+		if err != nil {
+			return nil, err
+		}
+		l.requestWarm(seg) // populate ahead of the appends, in the background
+	}
+	l.dirDirty.Store(true)
+	old := l.segList()
+	segs := make([]*segment, len(old), len(old)+1)
+	copy(segs, old)
+	segs = append(segs, seg)
+	l.segs.Store(&segs)
+	if mx := l.max.Load(); mx < start {
+		l.max.Store(start)
+	}
+	l.m.segments.Set(float64(len(segs)))
+	l.requestSpare(seg.end())
+	return seg, nil
+}
+
+// takeSpare renames the preallocated segment into place when it is the
+// one wanted (mu held).
+func (l *Log) takeSpare(start int64) *segment {
+	sp := l.spare
+	if sp == nil {
+		return nil
+	}
+	l.spare = nil
+	final := segmentPath(l.dir, start)
+	if sp.start != start {
+		l.dropSpare(sp)
+		return nil
+	}
+	if err := os.Rename(sp.path, final); err != nil {
+		l.log.Warn("installing preallocated segment", "file", final, "error", err)
+		l.dropSpare(sp)
+		return nil
+	}
+	sp.path = final
+	sp.mtime.Store(l.now().UnixNano())
+	return sp
+}
+
+func (l *Log) dropSpare(sp *segment) {
+	path := sp.path
+	sp.Release()
+	os.Remove(path)
+}
+
+func (l *Log) requestWarm(seg *segment) {
+	if !l.opts.Preallocate || !l.opts.Prefault {
+		return
+	}
+	select {
+	case l.warmReq <- seg:
+	default:
+	}
+}
+
+func (l *Log) requestSpare(start int64) {
+	if !l.opts.Preallocate {
+		return
+	}
+	select {
+	case l.allocReq <- start:
+	default:
+	}
+}
+
+// AppendAt writes raw replicated bytes at offset (see store.Store). On an
+// empty log (min == max) offset must be a segment boundary, where the
+// segment is created: that is where a RocketMQ master starts an empty
+// slave. The bytes are copied.
+func (l *Log) AppendAt(offset int64, data []byte) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
+	}
+	mx := l.max.Load()
+	segs := l.segList()
+	if offset != mx {
+		empty := len(segs) == 0 || mx == segs[0].start
+		if !empty || offset%l.opts.SegmentSize != 0 || offset < 0 {
+			return mx, fmt.Errorf("commitlog: append at %d: %w: max offset is %d", offset, store.ErrOffsetMismatch, mx)
+		}
+		// Restart the empty log at offset; that needs ckptMu, taken first.
+		l.mu.Unlock()
+		err := l.reset(offset)
+		l.mu.Lock()
+		if err != nil {
+			return l.max.Load(), err
+		}
+		if l.closed {
+			return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
+		}
+		if mx = l.max.Load(); offset != mx {
+			return mx, fmt.Errorf("commitlog: append at %d: %w: max offset is %d", offset, store.ErrOffsetMismatch, mx)
+		}
+		segs = l.segList()
+	}
+	if len(data) == 0 {
+		return mx, nil
+	}
+	var seg *segment
+	if len(segs) == 0 || mx == segs[len(segs)-1].end() {
+		var err error
+		if seg, err = l.roll(mx); err != nil {
+			return mx, err
+		}
+	} else {
+		seg = segs[len(segs)-1]
+	}
+	pos := mx - seg.start
+	if pos+int64(len(data)) > seg.size {
+		return mx, fmt.Errorf("commitlog: append at %d: %w: %d bytes, %d left in segment %s", offset, store.ErrSegmentOverflow, len(data), seg.size-pos, seg.path)
+	}
+	copy(seg.data[pos:], data)
+	next := mx + int64(len(data))
+	seg.mtime.Store(l.now().UnixNano())
+	l.max.Store(next)
+	l.dispatch()
+	l.notify()
+	l.m.appendedBytes.Add(float64(len(data)))
+	l.m.maxOffset.Set(float64(next))
+	return next, nil
+}
+
+// reset empties a log that holds no bytes and restarts it at offset, a
+// segment boundary. It is a no-op when the log is no longer empty or
+// already at offset (a concurrent caller won).
+func (l *Log) reset(offset int64) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	segs := l.segList()
+	mx := l.max.Load()
+	if l.closed || mx == offset || (len(segs) > 0 && mx != segs[0].start) {
+		return nil
+	}
+	// Checkpoint first: a crash after it finds segments that do not hold
+	// the checkpoint's offsets and scans them instead.
+	l.truncGen.Add(1)
+	c := checkpoint{Flushed: offset, Scan: offset, Queues: l.queues.clone()}
+	if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
+		return err
+	}
+	l.lastCkpt = c
+	for _, s := range segs {
+		path := s.path
+		s.Release()
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("commitlog: reset: %w", err)
+		}
+	}
+	if l.spare != nil {
+		l.dropSpare(l.spare)
+		l.spare = nil
+	}
+	l.segs.Store(&[]*segment{})
+	l.max.Store(offset)
+	l.flushed.Store(offset)
+	l.dispatched = offset
+	l.stalled = false
+	l.m.segments.Set(0)
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	l.log.Info("empty log restarted", "offset", offset)
+	return nil
+}
+
+// dispatch advances the dispatched offset over the whole records that
+// AppendAt has completed, keeping the queue table current (mu held).
+func (l *Log) dispatch() {
+	mx := l.max.Load()
+	segs := l.segList()
+	for l.dispatched < mx && !l.stalled {
+		seg, _ := segmentFor(segs, l.dispatched)
+		if seg == nil {
+			return
+		}
+		pos := l.dispatched - seg.start
+		end := min(mx, seg.end()) - seg.start
+		if seg.size-pos < record.FillerSize {
+			if mx < seg.end() {
+				return
+			}
+			l.dispatched = seg.end()
+			continue
+		}
+		info, err := record.VerifyHeader(seg.data[pos:end])
+		if errors.Is(err, record.ErrShort) {
+			return
+		}
+		if err == nil && info.Filler && info.Size != int32(seg.size-pos) {
+			err = fmt.Errorf("filler of %d bytes with %d left", info.Size, seg.size-pos)
+		}
+		if err != nil {
+			l.stalled = true
+			l.log.Warn("replicated bytes are not records; queue offsets stop here", "file", seg.path, "offset", l.dispatched, "error", err)
+			return
+		}
+		if info.Filler {
+			if mx < seg.end() {
+				return
+			}
+			l.dispatched = seg.end()
+			continue
+		}
+		l.queues.set(info.Topic, info.QueueID, info.QueueOffset+1)
+		l.dispatched += int64(info.Size)
+		l.lastTS = info.StoreTimestamp
+	}
+}
+
+func (l *Log) notify() {
+	ws := l.watchers.Load()
+	if ws == nil {
+		return
+	}
+	for _, ch := range *ws {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Watch registers ch for a non-blocking send whenever the max offset
+// changes (see store.Store).
+func (l *Log) Watch(ch chan<- struct{}) (cancel func()) {
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	var old []chan<- struct{}
+	if p := l.watchers.Load(); p != nil {
+		old = *p
+	}
+	ws := append(old[:len(old):len(old)], ch)
+	l.watchers.Store(&ws)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.watchMu.Lock()
+			defer l.watchMu.Unlock()
+			cur := *l.watchers.Load()
+			next := make([]chan<- struct{}, 0, len(cur))
+			removed := false
+			for _, c := range cur {
+				if c == ch && !removed {
+					removed = true
+					continue
+				}
+				next = append(next, c)
+			}
+			l.watchers.Store(&next)
+		})
+	}
+}
+
+// Read returns a zero-copy view of at most max bytes from offset, never
+// crossing a segment end (see store.Store). It does not allocate. The view
+// pins its segment: Release it promptly, since retention skips pinned
+// segments. Bytes at or past a later truncation point read as zeros.
+func (l *Log) Read(offset int64, max int) (store.View, error) {
+	for {
+		if l.isClosed.Load() {
+			return store.View{}, fmt.Errorf("commitlog: read: %w", store.ErrClosed)
+		}
+		mx := l.max.Load()
+		segs := l.segList()
+		lo := mx
+		if len(segs) > 0 {
+			lo = segs[0].start
+		}
+		if offset < lo || offset > mx {
+			return store.View{}, &rangeError{offset: offset, min: lo, max: mx}
+		}
+		if offset == mx || max <= 0 {
+			return store.View{Offset: offset}, nil
+		}
+		seg, i := segmentFor(segs, offset)
+		if seg == nil {
+			continue // a segment was added or removed meanwhile
+		}
+		if !seg.pin() {
+			continue
+		}
+		if i < len(segs)-1 && !seg.touched.Load() {
+			seg.touched.Store(true)
+		}
+		pos := offset - seg.start
+		n := min(min(mx, seg.end())-offset, int64(max))
+		return store.View{Offset: offset, Data: seg.data[pos : pos+n : pos+n], Ref: seg}, nil
+	}
+}
+
+// rangeError is ErrOffsetOutOfRange with the bounds; a pointer to a small
+// struct so the error path of Read allocates once and the hot path never.
+type rangeError struct{ offset, min, max int64 }
+
+func (e *rangeError) Error() string {
+	return fmt.Sprintf("commitlog: read at %d: %v: log holds [%d, %d]", e.offset, store.ErrOffsetOutOfRange, e.min, e.max)
+}
+func (e *rangeError) Unwrap() error { return store.ErrOffsetOutOfRange }
+
+// ReadMessages decodes up to n records from offset, a record boundary,
+// skipping end-of-file fillers (see store.Store). It stops early at the
+// max offset or at a partial record (a replica mid-transfer). A first
+// position that is not a record gives store.ErrNotBoundary; a later
+// record that does not verify gives a corruption error.
+func (l *Log) ReadMessages(offset int64, n int) ([]record.Record, int64, error) {
+	var out []record.Record
+	for len(out) < n {
+		v, err := l.Read(offset, int(l.opts.SegmentSize)) // a view: its size costs nothing
+		if err != nil {
+			return out, offset, err
+		}
+		if len(v.Data) == 0 {
+			return out, offset, nil
+		}
+		rec, err := record.Decode(v.Data)
+		switch {
+		case errors.Is(err, record.ErrFiller):
+			seg := v.Ref.(*segment)
+			next := seg.end()
+			if int64(rec.TotalSize) != next-offset {
+				err = fmt.Errorf("filler of %d bytes with %d left", rec.TotalSize, next-offset)
+				break
+			}
+			v.Release()
+			if l.max.Load() < next {
+				return out, offset, nil
+			}
+			offset = next
+			continue
+		case errors.Is(err, record.ErrShort):
+			v.Release()
+			return out, offset, nil
+		case err == nil && rec.PhysicalOffset != offset:
+			err = fmt.Errorf("PHYSICALOFFSET %d", rec.PhysicalOffset)
+		}
+		if err != nil {
+			path := v.Ref.(*segment).path
+			v.Release()
+			if len(out) == 0 {
+				return nil, offset, fmt.Errorf("commitlog: read messages at %d: %w: %w", offset, store.ErrNotBoundary, err)
+			}
+			return out, offset, corruptf(path, offset, err, "record does not verify")
+		}
+		v.Release()
+		out = append(out, rec)
+		offset += int64(rec.TotalSize)
+	}
+	return out, offset, nil
+}
+
+// Bounds reports the log's offsets and geometry (see store.Store).
+func (l *Log) Bounds() store.Bounds {
+	segs := l.segList()
+	mx := l.max.Load()
+	b := store.Bounds{Min: mx, Max: mx, Flushed: min(l.flushed.Load(), mx), LastSegmentStart: mx - mx%l.opts.SegmentSize, SegmentSize: l.opts.SegmentSize}
+	if len(segs) > 0 {
+		b.Min = segs[0].start
+		b.LastSegmentStart = segs[len(segs)-1].start
+	}
+	return b
+}
+
+// Close flushes everything, writes the checkpoint, stops the background
+// goroutines and unmaps the segments (each once its last View is
+// released). A second Close returns store.ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("commitlog: close: %w", store.ErrClosed)
+	}
+	l.closed = true
+	l.isClosed.Store(true)
+	l.mu.Unlock()
+	close(l.done)
+	l.wg.Wait()
+
+	err := l.checkpointNow(true)
+	l.gcMu.Lock()
+	close(l.gcDone) // releases sync waiters; stays closed
+	l.gcMu.Unlock()
+
+	l.mu.Lock()
+	segs := l.segList()
+	sp := l.spare
+	l.spare = nil
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.Release()
+	}
+	if sp != nil {
+		l.dropSpare(sp)
+	}
+	l.m.unregister()
+	l.log.Debug("closed", "max", l.max.Load(), "flushed", l.flushed.Load())
+	return err
+}

@@ -1,0 +1,249 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/edsrzf/mmap-go"
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+var pageSize = int64(os.Getpagesize())
+
+// segmentName is RocketMQ's UtilAll.offset2FileName: 20 zero-padded digits.
+func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
+
+// parseSegmentName returns the start offset of a segment file name, or
+// false when the name is not 20 decimal digits.
+func parseSegmentName(name string) (int64, bool) {
+	if len(name) != 20 {
+		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(name, 10, 64)
+	return v, err == nil
+}
+
+// segment is one mapped segment file. Its memory stays mapped while refs
+// is positive: the log holds one reference while the segment is part of
+// the log, and every View and internal pin holds one more. The last
+// Release unmaps it and closes the file.
+type segment struct {
+	start int64
+	size  int64
+	path  string
+	f     *os.File
+	data  mmap.MMap
+	log   hclog.Logger
+
+	refs     atomic.Int64
+	mtime    atomic.Int64 // Unix ns of the last write (retention age)
+	touched  atomic.Bool  // read since the last trim (see trimSealed)
+	trimmed  atomic.Bool  // sealed, flushed and its pages released once
+	unmapErr error
+}
+
+// createSegment creates path at full length (fallocate, so writes through
+// the mapping never hit ENOSPC as SIGBUS) and maps it.
+func createSegment(path string, start, size int64, lg hclog.Logger, now time.Time) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: create segment: %w", err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+			f.Close()
+			os.Remove(path)
+			return nil, fmt.Errorf("commitlog: fallocate %s: %w", path, err)
+		}
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			os.Remove(path)
+			return nil, fmt.Errorf("commitlog: size %s: %w", path, err)
+		}
+	}
+	s, err := mapSegment(f, path, start, size, lg)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	s.mtime.Store(now.UnixNano())
+	return s, nil
+}
+
+// openSegment maps an existing segment file of the given size.
+func openSegment(path string, start, size int64, lg hclog.Logger) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: open segment: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("commitlog: stat segment: %w", err)
+	}
+	s, err := mapSegment(f, path, start, size, lg)
+	if err != nil {
+		return nil, err
+	}
+	s.mtime.Store(fi.ModTime().UnixNano())
+	return s, nil
+}
+
+func mapSegment(f *os.File, path string, start, size int64, lg hclog.Logger) (*segment, error) {
+	m, err := mmap.MapRegion(f, int(size), mmap.RDWR, 0, 0)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("commitlog: mmap %s: %w", path, err)
+	}
+	s := &segment{start: start, size: size, path: path, f: f, data: m, log: lg}
+	s.refs.Store(1)
+	return s, nil
+}
+
+func (s *segment) end() int64 { return s.start + s.size }
+
+// pin takes a reference unless the segment is already unmapped.
+func (s *segment) pin() bool {
+	for {
+		r := s.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// Release drops a reference (a View's, a pin's or the log's); the last one
+// unmaps the segment. It implements store.Releaser.
+func (s *segment) Release() {
+	if s.refs.Add(-1) == 0 {
+		s.unmap()
+	}
+}
+
+// retire takes the log's reference away only if nobody else holds one
+// (no live View): retention never deletes a segment in use.
+func (s *segment) retire() bool {
+	if s.refs.CompareAndSwap(1, 0) {
+		s.unmap()
+		return true
+	}
+	return false
+}
+
+func (s *segment) unmap() {
+	err := s.data.Unmap()
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.log.Error("unmapping segment", "file", s.path, "error", err)
+	}
+}
+
+// msync flushes [lo, hi) (segment-relative) of the mapping to disk.
+func (s *segment) msync(lo, hi int64) error {
+	if hi <= lo {
+		return nil
+	}
+	lo &^= pageSize - 1
+	if err := unix.Msync(s.data[lo:hi], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("commitlog: msync %s [%d,%d): %w", s.path, lo, hi, err)
+	}
+	return nil
+}
+
+// populate maps every page of a new, unpublished segment writable ahead
+// of use.
+func (s *segment) populate() {
+	if s.populateFrom(0) {
+		return
+	}
+	for i := int64(0); i < s.size; i += pageSize {
+		s.data[i] = 0 // the file is new and unpublished: every byte is zero
+	}
+}
+
+// populateFrom maps the pages of [from, size) writable without touching
+// their contents, so it is safe on the active segment while appends run.
+// It reports false when the kernel lacks MADV_POPULATE_WRITE (Linux < 5.14).
+func (s *segment) populateFrom(from int64) bool {
+	from &^= pageSize - 1
+	return unix.Madvise(s.data[from:], unix.MADV_POPULATE_WRITE) == nil
+}
+
+// release drops the page-table entries of [lo, hi) so they stop counting
+// in the process's resident set. The file's pages stay in the page cache
+// and dirty ones are still written back (MAP_SHARED), so this is safe
+// while Views read the range: they fault pages back in.
+func (s *segment) release(lo, hi int64) {
+	lo &^= pageSize - 1
+	hi = min((hi+pageSize-1)&^(pageSize-1), s.size)
+	if hi <= lo {
+		return
+	}
+	if err := unix.Madvise(s.data[lo:hi], unix.MADV_DONTNEED); err != nil {
+		s.log.Debug("madvise DONTNEED", "file", s.path, "error", err)
+	}
+}
+
+// zeroFrom zeroes [from, s.size) where it is not zero already, msyncs it,
+// and returns the highest offset it changed (from if none). Pages that
+// are zero are only read, so a fresh tail costs no writes.
+func (s *segment) zeroFrom(from int64) (int64, error) {
+	hiChanged := from
+	for p := from; p < s.size; {
+		next := min((p|(pageSize-1))+1, s.size)
+		chunk := s.data[p:next]
+		for _, c := range chunk {
+			if c != 0 {
+				clear(chunk)
+				hiChanged = next
+				break
+			}
+		}
+		p = next
+	}
+	if err := s.msync(from, hiChanged); err != nil {
+		return from, err
+	}
+	return hiChanged, nil
+}
+
+// zeroRange zeroes [lo, hi) and msyncs it.
+func (s *segment) zeroRange(lo, hi int64) error {
+	if hi <= lo {
+		return nil
+	}
+	clear(s.data[lo:hi])
+	return s.msync(lo, hi)
+}
+
+// syncDir fsyncs a directory so that created, renamed and removed entries
+// are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: open dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("commitlog: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+func segmentPath(dir string, start int64) string { return filepath.Join(dir, segmentName(start)) }

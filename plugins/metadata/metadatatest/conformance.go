@@ -1,0 +1,114 @@
+package metadatatest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/replicatorhq/replicator/plugins/metadata"
+)
+
+// TestLocalStore runs the Source and Sink contract against stores made by
+// open, each empty. Third-party implementations run it too.
+func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
+	ctx := context.Background()
+	body := func(s string) json.RawMessage { return json.RawMessage(s) }
+
+	t.Run("EmptyList", func(t *testing.T) {
+		st := open(t)
+		list, err := st.List(ctx)
+		if err != nil || len(list) != 0 {
+			t.Fatalf("List = %+v %v", list, err)
+		}
+		if _, err := st.Get(ctx, "topics.json"); !errors.Is(err, metadata.ErrNotFound) {
+			t.Fatalf("Get on empty = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("ApplyKeepsVersionsAndSorts", func(t *testing.T) {
+		st := open(t)
+		v1 := metadata.DataVersion{StateVersion: 1, Timestamp: 2, Counter: 3}
+		v2 := metadata.DataVersion{Counter: 9}
+		if err := st.Apply(ctx, []metadata.Document{
+			{Name: "z.json", Version: v1, Body: body(`{"a":1}`)},
+			{Name: "a.json", Version: v2, Body: body(`{"dataVersion":{"counter":77},"b":[2]}`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := st.List(ctx)
+		if err != nil || len(list) != 2 || list[0] != (metadata.Entry{Name: "a.json", Version: v2}) || list[1] != (metadata.Entry{Name: "z.json", Version: v1}) {
+			t.Fatalf("List = %+v %v", list, err)
+		}
+		d, err := st.Get(ctx, "a.json")
+		if err != nil || d.Name != "a.json" || d.Version != v2 || string(d.Body) != `{"b":[2]}` {
+			t.Fatalf("Get = %+v %s %v (the dataVersion member must be dropped)", d, d.Body, err)
+		}
+	})
+
+	t.Run("ApplyReplacesAndIsIdempotent", func(t *testing.T) {
+		st := open(t)
+		doc := metadata.Document{Name: "t.json", Version: metadata.DataVersion{Counter: 1}, Body: body(`{"x":1}`)}
+		for i := 0; i < 2; i++ {
+			if err := st.Apply(ctx, []metadata.Document{doc}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		doc.Version.Counter, doc.Body = 2, body(`{"x":2}`)
+		if err := st.Apply(ctx, []metadata.Document{doc}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := st.Get(ctx, "t.json"); err != nil || d.Version.Counter != 2 || string(d.Body) != `{"x":2}` {
+			t.Fatalf("Get = %+v %s %v", d, d.Body, err)
+		}
+		if err := st.Apply(ctx, nil); err != nil {
+			t.Fatalf("empty Apply = %v", err)
+		}
+	})
+
+	t.Run("ApplyAllOrNothing", func(t *testing.T) {
+		st := open(t)
+		good := metadata.Document{Name: "good.json", Body: body(`{}`)}
+		for _, c := range []struct {
+			bad  metadata.Document
+			want error
+		}{
+			{metadata.Document{Name: "../evil", Body: body(`{}`)}, metadata.ErrInvalidName},
+			{metadata.Document{Name: "bad.json", Body: body(`[1]`)}, metadata.ErrInvalidDocument},
+			{metadata.Document{Name: "good.json", Body: body(`{}`)}, metadata.ErrInvalidDocument},
+		} {
+			if err := st.Apply(ctx, []metadata.Document{good, c.bad}); !errors.Is(err, c.want) {
+				t.Fatalf("Apply with %q = %v, want %v", c.bad.Name, err, c.want)
+			}
+			if list, _ := st.List(ctx); len(list) != 0 {
+				t.Fatalf("a failed Apply left %+v", list)
+			}
+		}
+	})
+
+	t.Run("CallerOwnsSlices", func(t *testing.T) {
+		st := open(t)
+		b := []byte(`{"k":"v"}`)
+		if err := st.Apply(ctx, []metadata.Document{{Name: "o.json", Body: b}}); err != nil {
+			t.Fatal(err)
+		}
+		copy(b, `{"k":"X"}`)
+		d, _ := st.Get(ctx, "o.json")
+		copy(d.Body, `{"k":"Y"}`)
+		if d2, _ := st.Get(ctx, "o.json"); string(d2.Body) != `{"k":"v"}` {
+			t.Fatalf("store kept a caller's slice: %s", d2.Body)
+		}
+	})
+
+	t.Run("CancelledContext", func(t *testing.T) {
+		st := open(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := st.List(cctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("List = %v", err)
+		}
+		if err := st.Apply(cctx, []metadata.Document{{Name: "c.json", Body: body(`{}`)}}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Apply = %v", err)
+		}
+	})
+}

@@ -1,0 +1,55 @@
+// Package tcptransport is replicator's default HA transport: real TCP with
+// RocketMQ's socket settings, carrying the classic HA bytes of package
+// transport unchanged (plugins/transport-tcp; the directory name has a
+// hyphen, the package name cannot).
+//
+//	t := tcptransport.New(tcptransport.DefaultOptions())
+//	ln, err := t.Listen("0.0.0.0:10912")                 // master's HA port
+//	c, err := t.Dial(ctx, "10.0.0.1:10912")               // slave, 5 s connect timeout
+//	fw := transport.NewFrameWriter(c)                      // framing lives in package transport
+//
+// # Sockets
+//
+// As RocketMQ's HAService and HAClient:
+//   - TCP_NODELAY on both ends (Options.DisableNoDelay turns Nagle back on);
+//   - SO_LINGER off: Close returns at once and the kernel sends what is
+//     queued;
+//   - SO_REUSEADDR on the listener (Go's default on Unix);
+//   - SO_SNDBUF/SO_RCVBUF left at the OS default unless
+//     Options.SendBufferSize/ReceiveBufferSize are set (RocketMQ swaps its
+//     two properties; this package does not);
+//   - a 5 s connect timeout (Options.ConnectTimeout), combined with the
+//     caller's ctx: whichever ends first.
+//
+// Beyond RocketMQ, TCP keepalive is on (15 s, Options.KeepAlive) so a
+// vanished peer is noticed even while a side is idle between heartbeats.
+//
+// Dialed and accepted connections are *net.TCPConn (or *tls.Conn), never a
+// wrapper: transport.FrameWriter's net.Buffers become a single writev on
+// plain TCP.
+//
+// # TLS
+//
+// RocketMQ's HA port has no authentication and no encryption; anything that
+// connects and writes 8 bytes is a slave. Options.ServerTLS and
+// Options.ClientTLS put TLS around the very same bytes (mutual TLS when the
+// server config requires client certificates). Both ends must agree: a
+// RocketMQ peer can only talk to a plain listener. The client handshake
+// completes inside Dial, under the connect deadline. On the server, the
+// listener runs each handshake in a goroutine of its own, bounded by
+// ConnectTimeout, and Accept returns only connections whose handshake
+// succeeded: a slow or hostile client never blocks the accept loop, and a
+// failed handshake is a warning and a count
+// (replicator_transport_tcp_tls_handshake_errors_total), not an Accept
+// error. Closing the listener aborts handshakes in progress and waits for
+// those goroutines.
+//
+// # Observability
+//
+// Options.Logger (hclog, nil = silent) gets debug lines per dial and accept
+// and a warning when socket options fail. Options.Registerer (nil = none)
+// gets replicator_transport_tcp_dials_total{result},
+// replicator_transport_tcp_accepts_total and
+// replicator_transport_tcp_tls_handshake_errors_total; bytes, frames and connection
+// states are counted by core, which sees the protocol.
+package tcptransport

@@ -1,0 +1,340 @@
+package metaplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicatorhq/replicator/sdk/plugin"
+	"github.com/replicatorhq/replicator/sdk/proto/metav1"
+)
+
+// DataVersion is RocketMQ's DataVersion of a document.
+type DataVersion struct {
+	StateVersion int64
+	Timestamp    int64 // Unix milliseconds
+	Counter      int64
+}
+
+// Document is one named document. Body is a JSON object without a
+// "dataVersion" member.
+type Document struct {
+	Name    string
+	Version DataVersion
+	Body    []byte
+}
+
+// Entry names a document and its version.
+type Entry struct {
+	Name    string
+	Version DataVersion
+}
+
+// Store is a metadata document store. Methods are safe for concurrent use.
+type Store interface {
+	// List returns every document's name and version, sorted by name.
+	List(ctx context.Context) ([]Entry, error)
+	// Get returns one document (ErrNotFound when absent).
+	Get(ctx context.Context, name string) (Document, error)
+	// Put stores body as the document name and bumps its version (master).
+	Put(ctx context.Context, name string, body []byte) (Document, error)
+	// Apply stores docs with their versions as given, all or nothing (slave).
+	Apply(ctx context.Context, docs []Document) error
+	// Close releases the store; later calls fail with ErrClosed.
+	Close() error
+}
+
+// Sentinel errors.
+var (
+	ErrNotFound        = errors.New("metaplugin: document not found")
+	ErrInvalidName     = errors.New("metaplugin: invalid document name")
+	ErrInvalidDocument = errors.New("metaplugin: invalid document")
+	ErrTooLarge        = errors.New("metaplugin: document too large")
+	ErrClosed          = errors.New("metaplugin: closed")
+)
+
+// errorTable is THE mapping between the sentinels and gRPC codes.
+var errorTable = []plugin.ErrorCode{
+	{Err: ErrNotFound, Code: codes.NotFound, Reason: "NOT_FOUND"},
+	{Err: ErrInvalidName, Code: codes.InvalidArgument, Reason: "INVALID_NAME"},
+	{Err: ErrInvalidDocument, Code: codes.InvalidArgument, Reason: "INVALID_DOCUMENT"},
+	{Err: ErrTooLarge, Code: codes.ResourceExhausted, Reason: "TOO_LARGE"},
+	{Err: ErrClosed, Code: codes.Aborted, Reason: "CLOSED"},
+	{Err: plugin.ErrPluginShutdown, Code: codes.Unavailable, Reason: "PLUGIN_SHUTDOWN"},
+}
+
+// OpenRequest is what the host asks the plugin to open.
+type OpenRequest struct {
+	Dir            string            // the documents' directory
+	CreateDefaults bool              // create RocketMQ's default documents when absent (master)
+	Options        map[string]string // plugin-specific settings
+	Logger         hclog.Logger      // the plugin's logger; never nil
+}
+
+// Opener opens the plugin's store, once, when the host sends Open.
+type Opener func(ctx context.Context, req OpenRequest) (Store, error)
+
+// Serve serves the store that open opens as the metadata plugin name, and
+// never returns.
+func Serve(name, version string, open Opener) {
+	plugin.Serve(plugin.Info{Kind: plugin.KindMetadata, Name: name, Version: version},
+		&Plugin{Open: open, Logger: plugin.Logger(name)})
+}
+
+// Plugin is the go-plugin plugin of the metadata kind. The plugin side sets
+// Open; the host side uses it empty and gets a *Conn from Dispense.
+type Plugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Open   Opener
+	Logger hclog.Logger
+}
+
+var _ goplugin.GRPCPlugin = (*Plugin)(nil)
+
+// GRPCServer registers the metadata service.
+func (p *Plugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	l := p.Logger
+	if l == nil {
+		l = hclog.NewNullLogger()
+	}
+	metav1.RegisterMetadataServer(s, &server{open: p.Open, log: l})
+	return nil
+}
+
+// GRPCClient returns a *Conn.
+func (p *Plugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return &Conn{rpc: metav1.NewMetadataClient(cc)}, nil
+}
+
+// Conn is the host's handle on a metadata plugin not yet opened.
+type Conn struct{ rpc metav1.MetadataClient }
+
+// Open opens the plugin's store.
+func (c *Conn) Open(ctx context.Context, req OpenRequest) (*Client, error) {
+	_, err := c.rpc.Open(ctx, &metav1.OpenRequest{Dir: req.Dir, CreateDefaults: req.CreateDefaults, Options: req.Options})
+	if err != nil {
+		return nil, fmt.Errorf("metaplugin: open %q: %w", req.Dir, plugin.FromStatus(errorTable, err))
+	}
+	return &Client{rpc: c.rpc}, nil
+}
+
+func versionToProto(v DataVersion) *metav1.DataVersion {
+	return &metav1.DataVersion{StateVersion: v.StateVersion, Timestamp: v.Timestamp, Counter: v.Counter}
+}
+
+func versionFromProto(p *metav1.DataVersion) DataVersion {
+	if p == nil {
+		return DataVersion{}
+	}
+	return DataVersion{StateVersion: p.StateVersion, Timestamp: p.Timestamp, Counter: p.Counter}
+}
+
+func docToProto(d Document) *metav1.Document {
+	return &metav1.Document{Name: d.Name, Version: versionToProto(d.Version), Body: d.Body}
+}
+
+func docFromProto(p *metav1.Document) Document {
+	return Document{Name: p.Name, Version: versionFromProto(p.Version), Body: p.Body}
+}
+
+// Client is an external metadata plugin seen as a Store.
+type Client struct{ rpc metav1.MetadataClient }
+
+var _ Store = (*Client)(nil)
+
+// callTimeout bounds a call whose ctx has no deadline.
+const callTimeout = 30 * time.Second
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, callTimeout)
+}
+
+func fail(op string, err error) error {
+	return fmt.Errorf("metaplugin: %s: %w", op, plugin.FromStatus(errorTable, err))
+}
+
+// List lists the documents.
+func (c *Client) List(ctx context.Context) ([]Entry, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	r, err := c.rpc.List(ctx, &metav1.ListRequest{})
+	if err != nil {
+		return nil, fail("list", err)
+	}
+	out := make([]Entry, len(r.Entries))
+	for i, e := range r.Entries {
+		out[i] = Entry{Name: e.Name, Version: versionFromProto(e.Version)}
+	}
+	return out, nil
+}
+
+// Get returns one document.
+func (c *Client) Get(ctx context.Context, name string) (Document, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	r, err := c.rpc.Get(ctx, &metav1.GetRequest{Name: name})
+	if err != nil {
+		return Document{}, fail("get "+name, err)
+	}
+	return docFromProto(r), nil
+}
+
+// Put stores a document and bumps its version.
+func (c *Client) Put(ctx context.Context, name string, body []byte) (Document, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	r, err := c.rpc.Put(ctx, &metav1.PutRequest{Name: name, Body: body})
+	if err != nil {
+		return Document{}, fail("put "+name, err)
+	}
+	return docFromProto(r), nil
+}
+
+// Apply stores documents with their versions, all or nothing.
+func (c *Client) Apply(ctx context.Context, docs []Document) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	req := &metav1.ApplyRequest{Docs: make([]*metav1.Document, len(docs))}
+	for i, d := range docs {
+		req.Docs[i] = docToProto(d)
+	}
+	if _, err := c.rpc.Apply(ctx, req); err != nil {
+		return fail("apply", err)
+	}
+	return nil
+}
+
+// Close closes the plugin's store.
+func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := c.rpc.Close(ctx, &metav1.CloseRequest{}); err != nil {
+		return fail("close", err)
+	}
+	return nil
+}
+
+// server adapts gRPC calls onto the plugin's Store.
+type server struct {
+	metav1.UnimplementedMetadataServer
+	open Opener
+	log  hclog.Logger
+
+	mu     sync.Mutex // guards st and closed
+	st     Store
+	closed bool
+}
+
+func (s *server) store() (Store, error) {
+	s.lock()
+	defer s.unlock()
+	if s.closed {
+		return nil, plugin.ToStatus(errorTable, ErrClosed)
+	}
+	if s.st == nil {
+		return nil, status.Error(codes.Internal, "metaplugin: store is not open (Open must come first)")
+	}
+	return s.st, nil
+}
+
+func (s *server) lock()   { s.mu.Lock() }
+func (s *server) unlock() { s.mu.Unlock() }
+
+func (s *server) Open(ctx context.Context, req *metav1.OpenRequest) (*metav1.OpenResponse, error) {
+	s.lock()
+	defer s.unlock()
+	if s.st != nil || s.closed {
+		return nil, status.Error(codes.AlreadyExists, "metaplugin: store already opened")
+	}
+	if s.open == nil {
+		return nil, status.Error(codes.Internal, "metaplugin: plugin has no Opener")
+	}
+	st, err := s.open(ctx, OpenRequest{Dir: req.Dir, CreateDefaults: req.CreateDefaults, Options: req.Options, Logger: s.log})
+	if err != nil {
+		return nil, plugin.ToStatus(errorTable, err)
+	}
+	s.st = st
+	return &metav1.OpenResponse{}, nil
+}
+
+func (s *server) List(ctx context.Context, _ *metav1.ListRequest) (*metav1.ListResponse, error) {
+	st, err := s.store()
+	if err != nil {
+		return nil, err
+	}
+	es, err := st.List(ctx)
+	if err != nil {
+		return nil, plugin.ToStatus(errorTable, err)
+	}
+	out := &metav1.ListResponse{Entries: make([]*metav1.Entry, len(es))}
+	for i, e := range es {
+		out.Entries[i] = &metav1.Entry{Name: e.Name, Version: versionToProto(e.Version)}
+	}
+	return out, nil
+}
+
+func (s *server) Get(ctx context.Context, req *metav1.GetRequest) (*metav1.Document, error) {
+	st, err := s.store()
+	if err != nil {
+		return nil, err
+	}
+	d, err := st.Get(ctx, req.Name)
+	if err != nil {
+		return nil, plugin.ToStatus(errorTable, err)
+	}
+	return docToProto(d), nil
+}
+
+func (s *server) Put(ctx context.Context, req *metav1.PutRequest) (*metav1.Document, error) {
+	st, err := s.store()
+	if err != nil {
+		return nil, err
+	}
+	d, err := st.Put(ctx, req.Name, req.Body)
+	if err != nil {
+		return nil, plugin.ToStatus(errorTable, err)
+	}
+	return docToProto(d), nil
+}
+
+func (s *server) Apply(ctx context.Context, req *metav1.ApplyRequest) (*metav1.ApplyResponse, error) {
+	st, err := s.store()
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]Document, len(req.Docs))
+	for i, d := range req.Docs {
+		docs[i] = docFromProto(d)
+	}
+	if err := st.Apply(ctx, docs); err != nil {
+		return nil, plugin.ToStatus(errorTable, err)
+	}
+	return &metav1.ApplyResponse{}, nil
+}
+
+func (s *server) Close(context.Context, *metav1.CloseRequest) (*metav1.CloseResponse, error) {
+	s.lock()
+	st, already := s.st, s.closed
+	s.closed = true
+	s.unlock()
+	if already {
+		return nil, plugin.ToStatus(errorTable, ErrClosed)
+	}
+	if st != nil {
+		if err := st.Close(); err != nil {
+			return nil, plugin.ToStatus(errorTable, err)
+		}
+	}
+	return &metav1.CloseResponse{}, nil
+}

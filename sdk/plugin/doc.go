@@ -1,0 +1,28 @@
+// Package plugin is the part of replicator's plugin SDK shared by every
+// plugin kind: the go-plugin handshake, the protocol version, the Info
+// service every plugin serves, the gRPC server and dial options that keep
+// large stream messages cheap, the sentinel-error <-> gRPC status mapping, and
+// ErrPluginShutdown.
+//
+// Plugin authors do not use this package directly: they call the one-line
+// Serve of their kind (storeplugin.Serve, metaplugin.Serve), which calls Serve
+// here. The host side (internal/pluginhost) uses Handshake, PluginSet and
+// DialOptions.
+//
+// # Naming scheme
+//
+// A plugin binary is named replicator-<kind>-<name>[.exe], for example
+// replicator-store-commitlog or replicator-metadata-files. <kind> is one of
+// the Kind constants; <name> is [a-z0-9][a-z0-9_-]* and is the name the
+// daemon's configuration selects. The binary's Describe answer must agree
+// with its file name.
+//
+// # Process model
+//
+// The host starts the binary with the handshake cookie in its environment.
+// The plugin writes nothing to stdout before Serve, logs JSON to stderr (the
+// host relays each line into its own hclog under the plugin's name) and serves
+// gRPC on a unix socket. On Linux the host sets a parent-death signal on the
+// plugin's command; on every system Serve also runs a watchdog that exits the
+// plugin when its parent process changes.
+package plugin

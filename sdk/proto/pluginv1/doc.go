@@ -1,0 +1,4 @@
+// Package pluginv1 is generated from plugin.proto (protoc-gen-go, protoc-gen-go-grpc) by
+// sdk/proto/gen.sh (`make proto`); never edit the .pb.go files by hand. It is
+// private wire detail of the SDK: plugin authors use the sdk packages.
+package pluginv1

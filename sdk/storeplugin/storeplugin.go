@@ -1,0 +1,78 @@
+package storeplugin
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/replicatorhq/replicator/sdk/plugin"
+	"github.com/replicatorhq/replicator/sdk/proto/storev1"
+	"github.com/replicatorhq/replicator/sdk/store"
+)
+
+// OpenRequest is what the host asks a store plugin to open: the daemon's
+// store configuration. Plain Go, so fields can be added without breaking
+// plugins.
+type OpenRequest struct {
+	Dir         string            // the store's directory
+	SegmentSize int64             // bytes per segment file; 0 = the store's default
+	Options     map[string]string // store-specific settings, passed through verbatim
+	Logger      hclog.Logger      // the plugin's logger (relayed to the host); never nil
+}
+
+// Opener opens the plugin's store. Serve calls it once, when the host sends
+// Open.
+type Opener func(ctx context.Context, req OpenRequest) (store.Store, error)
+
+// SegmentFiles is an optional capability of a served Store: it names the
+// file that holds the segment starting at base, so the host can map it
+// read-only and read the log without a round trip. A store that implements
+// it promises the RocketMQ MappedFile model: segment files start at
+// multiples of the segment size, bytes below the max offset never change
+// until a Truncate, and a file is only ever removed (unlinked), never shrunk,
+// while it is part of the log. Return ok=false for a segment not on disk.
+type SegmentFiles interface {
+	SegmentFile(base int64) (path string, ok bool)
+}
+
+// Flusher is an optional capability of a served Store: Flush makes every
+// written byte durable. The host's Client.Flush calls it.
+type Flusher interface {
+	Flush() error
+}
+
+// Serve serves the store that open opens as the store plugin name (version
+// is free form) and never returns. It is the whole main of a store plugin:
+//
+//	func main() { storeplugin.Serve("mystore", "1.0.0", open) }
+func Serve(name, version string, open Opener) {
+	plugin.Serve(plugin.Info{Kind: plugin.KindStore, Name: name, Version: version},
+		&Plugin{Open: open, Logger: plugin.Logger(name)})
+}
+
+// Plugin is the go-plugin plugin of the store kind. The plugin side sets
+// Open; the host side uses it empty and gets a *Conn from Dispense.
+type Plugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Open   Opener
+	Logger hclog.Logger // handed to Open; nil = no logs
+}
+
+var _ goplugin.GRPCPlugin = (*Plugin)(nil)
+
+// GRPCServer registers the store service.
+func (p *Plugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	storev1.RegisterStoreServer(s, newServer(p.Open, p.Logger))
+	return nil
+}
+
+// GRPCClient returns a *Conn.
+func (p *Plugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return &Conn{rpc: storev1.NewStoreClient(cc)}, nil
+}
+
+// Conn is the host's handle on a store plugin that has not opened its store
+// yet. Open it once.
+type Conn struct{ rpc storev1.StoreClient }

@@ -1,0 +1,93 @@
+// Package transport defines how a master and its slaves are connected
+// (the Transport interface: Listen and Dial of plain byte streams) and owns
+// the one wire format spoken on every transport: RocketMQ 4.x classic HA,
+// byte for byte. There is no handshake, magic number, version or checksum;
+// compatibility with real RocketMQ peers is a product feature, so nothing is
+// added to these bytes. TLS, when configured, wraps the same bytes
+// (plugins/transport-tcp).
+//
+// Implementations of Transport: plugins/transport-tcp (package tcptransport,
+// real TCP, the default) and transport/memtransport (in memory, seeded fault
+// injection, for deterministic tests with fake time). transport/transporttest
+// is the conformance suite every implementation passes.
+//
+// # Slave -> master: reports
+//
+// A stream of bare 8-byte big-endian values, nothing else:
+//
+//	 0                   8                  16
+//	+-------------------+-------------------+----
+//	| maxOffset  int64  | maxOffset  int64  | ...
+//	+-------------------+-------------------+----
+//
+// Each value is the slave's commit-log max offset (the first byte it does
+// not have). The first value on a connection is the request offset: where
+// the master starts sending. Later values are acks, sent after each applied
+// frame that grew the slave's log, and at least every 5 s
+// (haSendHeartbeatInterval) as a keepalive.
+//
+// The master reads with RocketMQ's rule (ReportReader): after each read that
+// completes at least one value, only the LAST complete value of that read
+// counts; values are aligned to multiples of 8 bytes from the start of the
+// stream, across reads. A negative value is a protocol violation
+// (ErrNegativeOffset).
+//
+// # Master -> slave: frames
+//
+//	 0                   8          12                    12+size
+//	+-------------------+----------+---------------------+
+//	| offset     int64  | size i32 | body (size bytes)   |
+//	+-------------------+----------+---------------------+
+//
+// offset is the commit-log offset of the first body byte; body is size raw
+// commit-log bytes copied from there. Frames follow each other back to back
+// with no terminator. The master keeps a body within haTransferBatchSize
+// (DefaultBatchSize, 32 KiB; configurable) and never lets it cross a
+// commit-log segment end. No frame may exceed MaxBodyLimit (4 MiB - 12): a
+// Java slave reads into a 4 MiB buffer and could never parse it.
+//
+// A heartbeat is a frame with size 0, sent after 5 s without sending; its
+// offset is the master's next transfer offset for this slave:
+//
+//	 0                   8          12
+//	+-------------------+----------+
+//	| next offset int64 | 0    i32 |
+//	+-------------------+----------+
+//
+// FrameReader (slave side) parses frames split at any byte; it validates each
+// header as soon as its 12 bytes arrive, before waiting for the body:
+// a negative size (ErrNegativeSize), a size above the reader's limit
+// (ErrFrameTooLarge) and a negative offset (ErrNegativeOffset) are rejected
+// without allocating. The slave compares each frame's offset (heartbeats
+// included) with its own max offset and drops the connection on a mismatch
+// when its log is not empty; that check is core's, not this package's.
+//
+// # Start offset
+//
+// Nothing flows master->slave before the slave's first report. A first
+// report of 0 (an empty slave) makes a RocketMQ 4.x master start at the
+// beginning of its LAST commit-log segment, so older history is not copied;
+// a larger value starts exactly there. A request outside the master's range
+// gets heartbeats only. These choices belong to core; the bytes are the same.
+//
+// # Errors
+//
+// Readers return io.EOF bare when the peer closed cleanly on a frame (or
+// report) boundary, and an error matching both ErrTruncated and
+// io.ErrUnexpectedEOF (never io.EOF) when it closed in the middle of one.
+// Protocol violations are sticky sentinels wrapped in *HeaderError or
+// *ReportError (allocation-free). Other read and write errors are wrapped
+// with "transport:" context and keep their cause for errors.Is and
+// errors.As (net.Error timeouts included).
+//
+// # Buffers and allocation
+//
+// A FrameReader allocates its buffer once (DefaultReadBufferSize, 4 MiB, as
+// RocketMQ's slave; at least HeaderSize+maxBody) but, while frames are
+// small, cycles through only its first 256 KiB, which stays cache-warm; the
+// rest is touched only by frames above 128 KiB. A returned Frame.Body
+// aliases the buffer until the next call. FrameWriter sends header and body with one
+// vectored write (writev on TCP) and does not copy the body. Readers and
+// writers allocate nothing per frame or report. None of them is safe for
+// concurrent use: one goroutine reads, one writes.
+package transport
