@@ -6,13 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/replicatorhq/replicator/internal/benchload"
 
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
@@ -223,40 +222,7 @@ func BenchmarkSyncPut(b *testing.B) {
 			if err := m.WaitSlaves(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
-			body := make([]byte, 1024)
-			lat := make([][]time.Duration, producers)
-			var next atomic.Int64
-			var bad atomic.Int64
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for p := range producers {
-				wg.Go(func() {
-					msg := &record.Message{Topic: "TopicBench", QueueID: int32(p % 8), Body: body}
-					for next.Add(1) <= int64(b.N) {
-						t0 := time.Now()
-						res, err := m.Put(ctx, msg)
-						lat[p] = append(lat[p], time.Since(t0))
-						if err != nil || res.Status != core.PutOK {
-							bad.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			el := time.Since(start)
-			b.StopTimer()
-			if n := bad.Load(); n > 0 {
-				b.Fatalf("%d puts not PUT_OK", n)
-			}
-			all := slices.Concat(lat...)
-			slices.Sort(all)
-			pct := func(q float64) float64 {
-				return float64(all[min(len(all)-1, int(q*float64(len(all))))].Microseconds())
-			}
-			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-			b.ReportMetric(pct(0.50), "p50_us")
-			b.ReportMetric(pct(0.99), "p99_us")
+			benchload.SyncPuts(ctx, b, m, producers)
 		})
 	}
 }
