@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,13 +150,15 @@ func waitMax(st interface{ Bounds() store.Bounds }, max int64) {
 func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir string, total int64, opts commitlog.Options) {
 	b.SetBytes(total)
 	b.ResetTimer()
-	var elapsed time.Duration
+	var elapsed, cpu, rawCPU time.Duration
 	var rawMBs float64
 	for i := range b.N {
 		b.StopTimer()
 		// Raw loopback TCP for the same bytes, right before each catch-up,
 		// so that both see the same machine load.
+		c0 := processCPU()
 		rawMBs += rawLoopback(b, total)
+		rawCPU += processCPU() - c0
 		sdir := fmt.Sprintf("%s/slave-%d", dir, i)
 		slog, err := commitlog.Open(sdir, opts)
 		if err != nil {
@@ -164,13 +168,17 @@ func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir 
 		if err != nil {
 			b.Fatal(err)
 		}
+		stopProf := startCatchUpProfile(b)
 		b.StartTimer()
 		start := time.Now()
+		c0 = processCPU()
 		if err := s.Start(); err != nil {
 			b.Fatal(err)
 		}
 		waitMax(slog, total)
 		elapsed += time.Since(start)
+		cpu += processCPU() - c0
+		stopProf()
 		b.StopTimer()
 		s.Close()
 		slog.Close()
@@ -182,6 +190,44 @@ func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir 
 	b.ReportMetric(mbs, "catchup_MB/s")
 	b.ReportMetric(raw, "raw_tcp_MB/s")
 	b.ReportMetric(100*mbs/raw, "%_of_raw")
+	// CPU time (user+system, all threads) per byte: steadier than MB/s on
+	// a shared machine, and on a CPU-bound machine the ratio bounds the
+	// throughput ratio.
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(total*int64(b.N))*1e3, "cpu_ns/KB")
+	b.ReportMetric(float64(rawCPU.Nanoseconds())/float64(total*int64(b.N))*1e3, "raw_cpu_ns/KB")
+}
+
+// startCatchUpProfile starts a CPU profile of the catch-up phase alone
+// when REPLICATOR_BENCH_CPUPROFILE names a file (do not combine with
+// -cpuprofile); each run appends its index to the name.
+func startCatchUpProfile(b *testing.B) func() {
+	name := os.Getenv("REPLICATOR_BENCH_CPUPROFILE")
+	if name == "" {
+		return func() {}
+	}
+	profRuns++
+	f, err := os.Create(fmt.Sprintf("%s.%d", name, profRuns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+var profRuns int
+
+// processCPU is the process's user+system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSyncPut: 1 KiB messages put on a SYNC_MASTER with one slave

@@ -66,6 +66,15 @@
 // stops replication (the store is unusable). SlaveNode.Put always fails with
 // ErrSlaveWriteProtected.
 //
+// When the store implements AppenderFrom (the commitlog store does) and the
+// connection has a file descriptor (plain TCP on Linux), the slave reads
+// frame bodies from the socket straight into the store's mapped segment
+// (transport.DirectReader, readv(2): one system call and no copy per frame
+// during a catch-up), and reports when the socket runs dry — everything
+// received is applied — and at least every 1 MiB. The bytes on the wire
+// are the same; other stores and connections (TLS, in-memory) go through a
+// FrameReader and Store.AppendAt.
+//
 // # Time, logs and metrics
 //
 // core uses the standard clock and timers, so tests drive it with

@@ -332,36 +332,26 @@ func (ss *slaveSession) reportLoop() {
 }
 
 // readLoop parses frames and applies them (RocketMQ dispatchReadRequest).
+// With a store that implements AppenderFrom on a connection with a file
+// descriptor, bodies go straight from the socket into the store
+// (directLoop); otherwise through a FrameReader's buffer and AppendAt.
 func (ss *slaveSession) readLoop() error {
 	s := ss.s
+	if app, ok := s.st.(AppenderFrom); ok {
+		if vr, ok := newSocketVec(ss); ok {
+			return ss.directLoop(app, vr)
+		}
+	}
 	fr := transport.NewFrameReader(sessionReader{ss}, s.cfg.MaxFrameBody)
 	for {
 		f, err := fr.Next()
 		if err != nil {
-			switch {
-			case s.ctx.Err() != nil:
-				return ErrClosed
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				s.log.Warn("closing idle master connection: nothing read", "idle", s.cfg.HousekeepingInterval, "retry_in", s.cfg.ReconnectDelay)
-				return loggedError{fmt.Errorf("idle for %v: %w", s.cfg.HousekeepingInterval, err)}
-			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-				return fmt.Errorf("master closed the connection: %w", err)
-			case errors.Is(err, transport.ErrFrameTooLarge), errors.Is(err, transport.ErrNegativeSize), errors.Is(err, transport.ErrNegativeOffset):
-				s.log.Warn("closing master connection: malformed frame", "error", err, "max_frame_body", s.cfg.MaxFrameBody, "retry_in", s.cfg.ReconnectDelay)
-				return loggedError{fmt.Errorf("malformed frame: %w", err)}
-			default:
-				return fmt.Errorf("read frame: %w", err)
-			}
+			return ss.readFailed(err)
 		}
 		now := time.Now()
 		cur := ss.max.Load()
 		if cur != 0 && f.Offset != cur {
-			s.log.Warn("master pushed offset not equal to slave max offset; dropping connection",
-				"frame_offset", f.Offset, "slave_max", cur, "body", len(f.Body), "retry_in", s.cfg.ReconnectDelay)
-			if s.met != nil {
-				s.met.mismatches.Inc()
-			}
-			return loggedError{fmt.Errorf("%w: frame offset %d, slave max offset %d", ErrOffsetMismatch, f.Offset, cur)}
+			return ss.mismatch(f.Offset, len(f.Body), cur)
 		}
 		s.lastFrame.Store(now.UnixNano())
 		if len(f.Body) == 0 {
@@ -372,7 +362,7 @@ func (ss *slaveSession) readLoop() error {
 		}
 		newMax, err := s.st.AppendAt(f.Offset, f.Body)
 		if err != nil {
-			return s.appendFailed(f, err)
+			return s.appendFailed(f.Offset, len(f.Body), err)
 		}
 		ss.max.Store(newMax)
 		s.clearSegmentError()
@@ -383,13 +373,45 @@ func (ss *slaveSession) readLoop() error {
 	}
 }
 
-// appendFailed turns an AppendAt error into the session's end.
-func (s *SlaveNode) appendFailed(f transport.Frame, err error) error {
+// readFailed turns a frame read error into the session's end.
+func (ss *slaveSession) readFailed(err error) error {
+	s := ss.s
+	switch {
+	case s.ctx.Err() != nil:
+		return ErrClosed
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.log.Warn("closing idle master connection: nothing read", "idle", s.cfg.HousekeepingInterval, "retry_in", s.cfg.ReconnectDelay)
+		return loggedError{fmt.Errorf("idle for %v: %w", s.cfg.HousekeepingInterval, err)}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("master closed the connection: %w", err)
+	case errors.Is(err, transport.ErrFrameTooLarge), errors.Is(err, transport.ErrNegativeSize), errors.Is(err, transport.ErrNegativeOffset):
+		s.log.Warn("closing master connection: malformed frame", "error", err, "max_frame_body", s.cfg.MaxFrameBody, "retry_in", s.cfg.ReconnectDelay)
+		return loggedError{fmt.Errorf("malformed frame: %w", err)}
+	default:
+		return fmt.Errorf("read frame: %w", err)
+	}
+}
+
+// mismatch ends the session on a frame whose offset is not the local max
+// offset (RocketMQ: "master pushed offset not equal to slave max offset").
+func (ss *slaveSession) mismatch(off int64, size int, cur int64) error {
+	s := ss.s
+	s.log.Warn("master pushed offset not equal to slave max offset; dropping connection",
+		"frame_offset", off, "slave_max", cur, "body", size, "retry_in", s.cfg.ReconnectDelay)
+	if s.met != nil {
+		s.met.mismatches.Inc()
+	}
+	return loggedError{fmt.Errorf("%w: frame offset %d, slave max offset %d", ErrOffsetMismatch, off, cur)}
+}
+
+// appendFailed turns an AppendAt error for the frame [off, off+size) into
+// the session's end.
+func (s *SlaveNode) appendFailed(off int64, size int, err error) error {
 	switch {
 	case errors.Is(err, store.ErrSegmentOverflow):
 		b := s.st.Bounds()
 		msg := fmt.Sprintf("frame [%d, %d) crosses this slave's segment end (segment size %d): master and slave segment sizes differ",
-			f.Offset, f.Offset+int64(len(f.Body)), b.SegmentSize)
+			off, off+int64(size), b.SegmentSize)
 		s.mu.Lock()
 		s.status.SegmentError = msg
 		s.segErr.Store(true)
@@ -398,14 +420,14 @@ func (s *SlaveNode) appendFailed(f transport.Frame, err error) error {
 		s.mu.Unlock()
 		if first {
 			s.log.Error("frame crosses the slave's segment end: master and slave segment sizes differ; replication cannot proceed",
-				"frame_offset", f.Offset, "body", len(f.Body), "slave_segment_size", b.SegmentSize)
+				"frame_offset", off, "body", size, "slave_segment_size", b.SegmentSize)
 		}
-		return loggedError{fmt.Errorf("append at %d: %w", f.Offset, err)}
+		return loggedError{fmt.Errorf("append at %d: %w", off, err)}
 	case errors.Is(err, store.ErrOffsetMismatch):
-		s.log.Warn("append refused: offset mismatch; dropping connection", "frame_offset", f.Offset, "error", err, "retry_in", s.cfg.ReconnectDelay)
-		return loggedError{fmt.Errorf("append at %d: %w", f.Offset, err)}
+		s.log.Warn("append refused: offset mismatch; dropping connection", "frame_offset", off, "error", err, "retry_in", s.cfg.ReconnectDelay)
+		return loggedError{fmt.Errorf("append at %d: %w", off, err)}
 	default:
-		return fmt.Errorf("%w: append at %d: %w", errStopped, f.Offset, err)
+		return fmt.Errorf("%w: append at %d: %w", errStopped, off, err)
 	}
 }
 

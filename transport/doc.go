@@ -62,6 +62,16 @@
 // included) with its own max offset and drops the connection on a mismatch
 // when its log is not empty; that check is core's, not this package's.
 //
+// DirectReader parses the same frames with the same rules and errors, but
+// hands each body to the caller's memory (a slave's mapped commit-log
+// segment) instead of returning a view of its own buffer: the body of a
+// frame of 4 KiB or more is read from the stream straight into the
+// destination, together with the next frame's 12-byte header in the same
+// vectored read (readv(2) through a VectorReader), so a slave that keeps up
+// with a catch-up stream makes one system call and no user-space copy per
+// frame. Small frames are read many at a time into a 64 KiB staging buffer
+// and copied out, as FrameReader does.
+//
 // # Start offset
 //
 // Nothing flows master->slave before the slave's first report. A first

@@ -149,3 +149,38 @@ func FuzzReportReader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDirectReader: a DirectReader accepts exactly the frames and returns
+// the same error class as a FrameReader on the same bytes, however the
+// reads are cut and whatever piece sizes the body is read with.
+func FuzzDirectReader(f *testing.F) {
+	f.Add(encodeFrames(directFrames()), uint16(0), uint8(0), uint16(0))
+	f.Add(encodeFrames(directFrames()), uint16(40000), uint8(7), uint16(100))
+	f.Add(encodeFrames(sampleFrames()), uint16(100), uint8(5), uint16(3))
+	f.Add(AppendFrame(nil, 0, nil), uint16(0), uint8(1), uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, maxBody uint16, chunk uint8, step uint16) {
+		ref := NewFrameReader(bytes.NewReader(data), int(maxBody))
+		want, wantErr := readAllFrames(t, ref)
+		vr := &vecReader{chunkReader: chunkReader{chunks: [][]byte{bytes.Clone(data)}}, maxChunk: int(chunk)}
+		dr := NewDirectReader(vr, int(maxBody))
+		got, err := readAllDirect(t, dr, int(step))
+		if !equalFrames(got, want) {
+			t.Fatalf("frames differ: %d direct, %d reference", len(got), len(want))
+		}
+		switch {
+		case wantErr == io.EOF:
+			if err != io.EOF {
+				t.Fatalf("error %v, want io.EOF", err)
+			}
+		case errors.Is(wantErr, ErrTruncated):
+			if !errors.Is(err, ErrTruncated) || errors.Is(err, io.EOF) {
+				t.Fatalf("error %v, want truncation", err)
+			}
+		default:
+			var he, rhe *HeaderError
+			if !errors.As(err, &he) || !errors.As(wantErr, &rhe) || *he != *rhe {
+				t.Fatalf("error %v, want %v", err, wantErr)
+			}
+		}
+	})
+}

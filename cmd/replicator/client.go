@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replicatorhq/replicator/internal/api"
+	"github.com/replicatorhq/replicator/internal/node"
 )
 
 // maxAnswer bounds an API answer the CLI reads (a messages page holds at
@@ -33,6 +35,27 @@ func newClient(base string, timeout time.Duration) *client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64 // the demo's producers share a host
 	return &client{base: base, hc: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+// newSecureClient is newClient with the --ca, --cert/--cert-key and
+// --token-file (or $REPLICATOR_API_TOKEN) options of a client command.
+func (e *env) newSecureClient(sec clientSecurity, base string, timeout time.Duration) (*client, error) {
+	var tlsCfg *tls.Config
+	if sec.CA != "" || sec.Cert != "" || sec.Key != "" {
+		var err error
+		if tlsCfg, err = node.ClientTLS(sec.CA, sec.Cert, sec.Key, ""); err != nil {
+			return nil, fmt.Errorf("--ca/--cert/--cert-key: %w", err)
+		}
+		if strings.HasPrefix(base, "http://") {
+			return nil, fmt.Errorf("--ca, --cert and --cert-key need an https:// URL (not %s)", base)
+		}
+	}
+	tok, err := e.apiToken(sec.TokenFile, "--token-file")
+	if err != nil {
+		return nil, err
+	}
+	hc := node.APIClient(tlsCfg, tok, timeout)
+	return &client{base: base, hc: hc}, nil
 }
 
 // statusError is an API answer other than 2xx.
@@ -125,7 +148,10 @@ func propertyHeader(props []string) http.Header {
 
 func runPut(ctx context.Context, e *env) int {
 	o := &e.opts.put
-	c := newClient(o.API, o.Timeout)
+	c, err := e.newSecureClient(o.sec, o.API, o.Timeout)
+	if err != nil {
+		return e.fail("put: %v", err)
+	}
 	q := url.Values{"queue": {strconv.Itoa(o.Queue)}}
 	if o.Tag != "" {
 		q.Set("tags", o.Tag)
@@ -178,7 +204,10 @@ func runPut(ctx context.Context, e *env) int {
 
 func runStatus(ctx context.Context, e *env) int {
 	o := &e.opts.status
-	c := newClient(o.API, o.Timeout)
+	c, err := e.newSecureClient(o.sec, o.API, o.Timeout)
+	if err != nil {
+		return e.fail("status: %v", err)
+	}
 	if o.JSON {
 		var raw json.RawMessage
 		if err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, nil, &raw); err != nil {
@@ -250,7 +279,10 @@ func printStatus(w io.Writer, apiURL string, st api.Status) {
 
 func runTail(ctx context.Context, e *env) int {
 	o := &e.opts.tail
-	c := newClient(o.API, o.Timeout+10*time.Second)
+	c, err := e.newSecureClient(o.sec, o.API, o.Timeout+10*time.Second)
+	if err != nil {
+		return e.fail("tail: %v", err)
+	}
 	offset := o.From
 	if offset < 0 {
 		st, err := c.status(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/internal/config"
+	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 )
 
 // Defaults. The API and HA ports are RocketMQ's broker listen port and that
@@ -45,9 +46,67 @@ type nodeOpts struct {
 	ReconnectDelay   time.Duration // slave
 	Store            string
 	Transport        string
+	sec              nodeSecurity
+}
+
+// nodeSecurity are the TLS, token and HA access options of master and
+// slave (docs/security.md).
+type nodeSecurity struct {
+	TLSCert, TLSKey, TLSClientCA string // API over TLS, client certificates
+	APITokenFile                 string // API bearer token
+	HATLSCert, HATLSKey          string // master: server certificate; slave: client certificate
+	HATLSClientCA                string // master: require slave certificates
+	HAAllow, HAAllowCN           []string
+	HAMaxConns, HAMaxConnsPerIP  int
+	HATLSCA, HATLSServerName     string // slave: verify the master
+	// slave: calling the master's API (metadata)
+	MasterAPICA, MasterAPICert, MasterAPIKey, MasterAPITokenFile string
+}
+
+// clientSecurity are the TLS and token options of put, status and tail.
+type clientSecurity struct {
+	CA, Cert, Key, TokenFile string
+}
+
+// apiTokenEnv holds an API bearer token itself (not a file): read by the
+// nodes when --api-token-file is not set and by put, status, tail when
+// --token-file is not set.
+const apiTokenEnv = "REPLICATOR_API_TOKEN"
+
+// Defaults of the HA connection limits: far above any real replica group,
+// low enough to bound a flood's memory (about 20 KiB per idle connection).
+const (
+	defaultHAMaxConns      = "1024"
+	defaultHAMaxConnsPerIP = "64"
+)
+
+func checkAllow(s string) error {
+	_, err := tcptransport.ParseAllow([]string{s})
+	return err
+}
+
+// apiSecurityOpts are the API's TLS and token options of master and slave.
+func apiSecurityOpts(s *nodeSecurity) []*config.Option {
+	return []*config.Option{
+		{Name: "tls-cert", Meta: "FILE", Help: "serve the HTTP API over TLS with this PEM certificate (needs --tls-key)", Value: config.File(&s.TLSCert, true)},
+		{Name: "tls-key", Meta: "FILE", Help: "PEM private key of --tls-cert", Value: config.File(&s.TLSKey, true)},
+		{Name: "tls-client-ca", Meta: "FILE", Help: "require API client certificates signed by a CA in this PEM file", Value: config.File(&s.TLSClientCA, true)},
+		{Name: "api-token-file", Meta: "FILE", Help: "require Authorization: Bearer <token> (the file's content) on every API route but /healthz and /readyz; default: $" + apiTokenEnv, Value: config.File(&s.APITokenFile, true)},
+	}
+}
+
+func clientSecurityOpts(c *clientSecurity) []*config.Option {
+	return []*config.Option{
+		{Name: "ca", Meta: "FILE", Help: "verify an https:// node against the CAs in this PEM file (default: system roots)", Value: config.File(&c.CA, true)},
+		{Name: "cert", Meta: "FILE", Help: "client certificate (PEM) for a node that requires one (needs --cert-key)", Value: config.File(&c.Cert, true)},
+		// Not --key: put's --key is the message's RocketMQ KEYS.
+		{Name: "cert-key", Meta: "FILE", Help: "PEM private key of --cert", Value: config.File(&c.Key, true)},
+		{Name: "token-file", Meta: "FILE", Help: "send Authorization: Bearer <token> (the file's content); default: $" + apiTokenEnv, Value: config.File(&c.TokenFile, true)},
+	}
 }
 
 type putOpts struct {
+	sec        clientSecurity
 	API        string
 	Topic      string
 	Key        string
@@ -58,12 +117,14 @@ type putOpts struct {
 }
 
 type statusOpts struct {
+	sec     clientSecurity
 	API     string
 	JSON    bool
 	Timeout time.Duration
 }
 
 type tailOpts struct {
+	sec     clientSecurity
 	API     string
 	From    int64
 	Follow  bool
@@ -90,6 +151,7 @@ type options struct {
 	status statusOpts
 	tail   tailOpts
 	demo   demoOpts
+	bench  benchOpts // bench.go
 }
 
 func checkProperty(s string) error {
@@ -141,7 +203,14 @@ in-flight puts, flushes and closes the commit log, and exits 0.`,
 			{Name: "sync-acks", Meta: "N", Help: "sync replication: slaves that must hold a message", Default: "1", Value: config.Int(&m.SyncAcks, 1, 64)},
 			{Name: "flush", Meta: "MODE", Help: "disk flush: async (ASYNC_FLUSH) or sync (SYNC_FLUSH)", Default: "async", Value: config.Enum(&m.Flush, "async", "sync")},
 			{Name: "max-message-size", Meta: "SIZE", Help: "largest message body accepted", Default: "4MiB", Value: config.Size(&m.MaxMessageSize, 1, 256<<20)},
-		}, storeOpts(m)...),
+			{Name: "ha-tls-cert", Meta: "FILE", Help: "serve the HA port over TLS with this PEM certificate (needs --ha-tls-key)", Value: config.File(&m.sec.HATLSCert, true)},
+			{Name: "ha-tls-key", Meta: "FILE", Help: "PEM private key of --ha-tls-cert", Value: config.File(&m.sec.HATLSKey, true)},
+			{Name: "ha-tls-client-ca", Meta: "FILE", Help: "require slave certificates signed by a CA in this PEM file (needs --ha-tls-cert)", Value: config.File(&m.sec.HATLSClientCA, true)},
+			{Name: "ha-allow", Meta: "LIST", Help: "comma-separated IPs and CIDR prefixes allowed to connect to the HA port (default: all)", Value: config.CSV(&m.sec.HAAllow, checkAllow)},
+			{Name: "ha-allow-cn", Meta: "LIST", Help: "comma-separated client-certificate common names or DNS names allowed on the HA port (needs --ha-tls-client-ca)", Value: config.CSV(&m.sec.HAAllowCN, nil)},
+			{Name: "ha-max-conns", Meta: "N", Help: "HA connections open at once; more are closed at accept (0: no limit)", Default: defaultHAMaxConns, Value: config.Int(&m.sec.HAMaxConns, 0, 1<<20)},
+			{Name: "ha-max-conns-per-ip", Meta: "N", Help: "HA connections open at once from one IP address (0: no limit)", Default: defaultHAMaxConnsPerIP, Value: config.Int(&m.sec.HAMaxConnsPerIP, 0, 1<<20)},
+		}, append(apiSecurityOpts(&m.sec), storeOpts(m)...)...),
 	}
 	s := &o.slave
 	slave := &config.Command{
@@ -161,7 +230,15 @@ resumes from its own max offset.`,
 			{Name: "master-api", Meta: "URL", Help: "the master's HTTP API, for metadata (default: the master's host, HA port - 1)", Value: config.URL(&s.MasterAPI, true)},
 			{Name: "reconnect-delay", Meta: "DURATION", Help: "wait before reconnecting to the master after a failure", Default: "5s", Value: config.Duration(&s.ReconnectDelay, time.Millisecond, time.Hour)},
 			{Name: "metadata-interval", Meta: "DURATION", Help: "how often to pull the master's metadata", Default: "10s", Value: config.Duration(&s.MetadataInterval, 10*time.Millisecond, 24*time.Hour)},
-		}, storeOpts(s)...),
+			{Name: "ha-tls-ca", Meta: "FILE", Help: "connect to the master's HA port over TLS, verifying it against the CAs in this PEM file", Value: config.File(&s.sec.HATLSCA, true)},
+			{Name: "ha-tls-cert", Meta: "FILE", Help: "client certificate (PEM) for a master that requires one (needs --ha-tls-ca and --ha-tls-key)", Value: config.File(&s.sec.HATLSCert, true)},
+			{Name: "ha-tls-key", Meta: "FILE", Help: "PEM private key of --ha-tls-cert", Value: config.File(&s.sec.HATLSKey, true)},
+			{Name: "ha-tls-server-name", Meta: "NAME", Help: "name to verify in the master's certificate (default: the host of --master)", Value: config.String(&s.sec.HATLSServerName, false)},
+			{Name: "master-api-ca", Meta: "FILE", Help: "verify an https:// --master-api against the CAs in this PEM file (default: system roots)", Value: config.File(&s.sec.MasterAPICA, true)},
+			{Name: "master-api-cert", Meta: "FILE", Help: "client certificate (PEM) for a master API that requires one (needs --master-api-key)", Value: config.File(&s.sec.MasterAPICert, true)},
+			{Name: "master-api-key", Meta: "FILE", Help: "PEM private key of --master-api-cert", Value: config.File(&s.sec.MasterAPIKey, true)},
+			{Name: "master-api-token-file", Meta: "FILE", Help: "bearer token for the master's API (default: this slave's own API token)", Value: config.File(&s.sec.MasterAPITokenFile, true)},
+		}, append(apiSecurityOpts(&s.sec), storeOpts(s)...)...),
 	}
 	p := &o.put
 	put := &config.Command{
@@ -176,7 +253,7 @@ its status, offset, next offset and queue offset.
 Exit status: 0 when every message is stored with PUT_OK, 3 when every message
 is stored but some with another status (FLUSH_SLAVE_TIMEOUT, ...), 1 on an
 error (the message is then not stored), 2 on bad usage.`,
-		Options: []*config.Option{
+		Options: append([]*config.Option{
 			{Name: "api", Meta: "URL", Help: "the master's HTTP API", Default: defaultAPIURL, Value: config.URL(&p.API, false)},
 			{Name: "topic", Meta: "TOPIC", Help: "topic ([%|a-zA-Z0-9_-], at most 127 bytes)", Default: "TopicTest", Value: config.String(&p.Topic, true)},
 			{Name: "key", Meta: "KEY", Help: "message keys (RocketMQ KEYS; space-separated for several)", Value: config.String(&p.Key, false)},
@@ -184,17 +261,17 @@ error (the message is then not stored), 2 on bad usage.`,
 			{Name: "queue", Meta: "N", Help: "queue id", Default: "0", Value: config.Int(&p.Queue, 0, 1023)},
 			{Name: "property", Meta: "NAME=VALUE", Help: "a message property; repeat for several", Value: config.List(&p.Properties, checkProperty)},
 			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout", Default: "30s", Value: config.Duration(&p.Timeout, time.Millisecond, time.Hour)},
-		},
+		}, clientSecurityOpts(&p.sec)...),
 	}
 	st := &o.status
 	status := &config.Command{
 		Name:     "status",
 		Synopsis: "show a node's role, offsets and replication state",
-		Options: []*config.Option{
+		Options: append([]*config.Option{
 			{Name: "api", Meta: "URL", Help: "the node's HTTP API", Default: defaultAPIURL, Value: config.URL(&st.API, false)},
 			{Name: "json", Help: "print the raw JSON status", Value: config.Bool(&st.JSON)},
 			{Name: "timeout", Meta: "DURATION", Help: "request timeout", Default: "10s", Value: config.Duration(&st.Timeout, time.Millisecond, time.Hour)},
-		},
+		}, clientSecurityOpts(&st.sec)...),
 	}
 	t := &o.tail
 	tail := &config.Command{
@@ -205,14 +282,14 @@ offset, topic, queue, queue offset, tags, keys and body (quoted when it is not
 plain text). Starts at --from (a record's physical offset; default the oldest
 message) and stops at the end of the log, or with --follow waits for new
 messages until interrupted.`,
-		Options: []*config.Option{
+		Options: append([]*config.Option{
 			{Name: "api", Meta: "URL", Help: "the node's HTTP API", Default: defaultAPIURL, Value: config.URL(&t.API, false)},
 			{Name: "from", Meta: "OFFSET", Help: "physical offset to start at (default: the min offset)", Default: "-1", Value: config.Int64(&t.From, -1, math.MaxInt64)},
 			{Name: "follow", Help: "keep waiting for new messages", Value: config.Bool(&t.Follow)},
 			{Name: "json", Help: "print each message as a JSON object (body in base64)", Value: config.Bool(&t.JSON)},
 			{Name: "max", Meta: "N", Help: "messages per request", Default: "256", Value: config.Int(&t.Max, 1, 1024)},
 			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout (long polls add 10s)", Default: "30s", Value: config.Duration(&t.Timeout, time.Millisecond, time.Hour)},
-		},
+		}, clientSecurityOpts(&t.sec)...),
 	}
 	d := &o.demo
 	demo := &config.Command{
@@ -238,7 +315,8 @@ stops both nodes and cleans up.`,
 		Name:         "replicator",
 		Synopsis:     "RocketMQ-style master/slave commit-log replication, as a daemon and a CLI",
 		Global:       global,
-		Commands:     []*config.Command{master, slave, put, status, tail, demo, version, pluginsCommand()},
+		Commands:     []*config.Command{master, slave, put, status, tail, demo, benchCommand(&o.bench), version, pluginsCommand()},
 		ConfigOption: "config",
+		Env:          []string{apiTokenEnv},
 	}
 }

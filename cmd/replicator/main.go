@@ -46,6 +46,8 @@ type env struct {
 	sources map[string]config.Source
 	// plugins is the plugin host of master and slave (plugins.go).
 	plugins *pluginState
+	// environ is the process environment (REPLICATOR_API_TOKEN).
+	environ []string
 }
 
 // run parses args and runs the command; it returns the exit code.
@@ -70,7 +72,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		prog.Usage(stderr, nil)
 		return exitUsage
 	}
-	e := &env{opts: opts, args: res.Args, stdin: stdin, stdout: stdout, stderr: stderr, sources: res.Sources}
+	e := &env{opts: opts, args: res.Args, stdin: stdin, stdout: stdout, stderr: stderr, sources: res.Sources, environ: environ}
 	e.log = newLogger(opts.global, stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -96,6 +98,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		code = runPlugins(ctx, e)
 	case "demo":
 		code = runDemo(ctx, e)
+	case "bench":
+		code = runBench(ctx, e)
 	case "version":
 		fmt.Fprintf(stdout, "replicator %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		reg := builtinRegistry()

@@ -53,7 +53,7 @@ func (m *metadataExtension) Start(env node.ExtensionEnv) error {
 		env.Logger.Warn("no master API address (--master-api); metadata is not synchronised")
 		return nil
 	}
-	src, err := metadata.NewHTTPSource(metadata.HTTPSourceConfig{BaseURL: env.MasterAPI})
+	src, err := metadata.NewHTTPSource(metadata.HTTPSourceConfig{BaseURL: env.MasterAPI, Client: env.MasterAPIClient})
 	if err != nil {
 		return fmt.Errorf("--master-api: %w", err)
 	}

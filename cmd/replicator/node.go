@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/node"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
+	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 )
 
 // extensionFactories build the optional parts of a node (the metadata
@@ -93,7 +98,14 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 		cfg.ReconnectDelay = o.ReconnectDelay
 		if cfg.MasterAPI == "" {
 			cfg.MasterAPI = defaultMasterAPI(o.Master)
+			if o.sec.MasterAPICA != "" || o.sec.MasterAPICert != "" {
+				// TLS settings for the master's API mean it speaks https.
+				cfg.MasterAPI = strings.Replace(cfg.MasterAPI, "http://", "https://", 1)
+			}
 		}
+	}
+	if err := e.nodeSecurity(role, &o.sec, &cfg); err != nil {
+		return cfg, err
 	}
 	for _, f := range extensionFactories {
 		ext, err := f(role, o)
@@ -105,6 +117,104 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// nodeSecurity loads the TLS files and the token of a node (see
+// docs/security.md) into cfg.
+func (e *env) nodeSecurity(role string, sec *nodeSecurity, cfg *node.Config) error {
+	var err error
+	switch {
+	case sec.TLSCert != "" || sec.TLSKey != "":
+		if cfg.APITLS, err = node.ServerTLS(sec.TLSCert, sec.TLSKey, sec.TLSClientCA); err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key/--tls-client-ca: %w", err)
+		}
+	case sec.TLSClientCA != "":
+		return fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key (client certificates need TLS)")
+	}
+	if cfg.APIToken, err = e.apiToken(sec.APITokenFile, "--api-token-file"); err != nil {
+		return err
+	}
+	if role == "master" {
+		switch {
+		case sec.HATLSCert != "" || sec.HATLSKey != "":
+			if cfg.HATLS, err = node.ServerTLS(sec.HATLSCert, sec.HATLSKey, sec.HATLSClientCA); err != nil {
+				return fmt.Errorf("--ha-tls-cert/--ha-tls-key/--ha-tls-client-ca: %w", err)
+			}
+		case sec.HATLSClientCA != "":
+			return fmt.Errorf("--ha-tls-client-ca needs --ha-tls-cert and --ha-tls-key (slave certificates need TLS)")
+		}
+		if len(sec.HAAllowCN) > 0 && sec.HATLSClientCA == "" {
+			return fmt.Errorf("--ha-allow-cn needs --ha-tls-client-ca (names come from verified slave certificates)")
+		}
+		if cfg.HAAllow, err = tcptransport.ParseAllow(sec.HAAllow); err != nil {
+			return fmt.Errorf("--ha-allow: %w", err)
+		}
+		cfg.HAAllowClientNames = sec.HAAllowCN
+		cfg.HAMaxConns, cfg.HAMaxConnsPerIP = sec.HAMaxConns, sec.HAMaxConnsPerIP
+		return nil
+	}
+	switch {
+	case sec.HATLSCA != "":
+		if cfg.HATLS, err = node.ClientTLS(sec.HATLSCA, sec.HATLSCert, sec.HATLSKey, sec.HATLSServerName); err != nil {
+			return fmt.Errorf("--ha-tls-ca/--ha-tls-cert/--ha-tls-key: %w", err)
+		}
+	case sec.HATLSCert != "" || sec.HATLSKey != "" || sec.HATLSServerName != "":
+		return fmt.Errorf("--ha-tls-cert, --ha-tls-key and --ha-tls-server-name need --ha-tls-ca (it turns TLS on)")
+	}
+	// The metadata syncer calls the master's API: its own TLS settings, and
+	// its own token or else this slave's.
+	tok := cfg.APIToken
+	if sec.MasterAPITokenFile != "" {
+		if tok, err = node.ReadToken(sec.MasterAPITokenFile); err != nil {
+			return fmt.Errorf("--master-api-token-file: %w", err)
+		}
+	}
+	var tlsCfg *tls.Config
+	if sec.MasterAPICA != "" || sec.MasterAPICert != "" || sec.MasterAPIKey != "" {
+		if tlsCfg, err = node.ClientTLS(sec.MasterAPICA, sec.MasterAPICert, sec.MasterAPIKey, ""); err != nil {
+			return fmt.Errorf("--master-api-ca/--master-api-cert/--master-api-key: %w", err)
+		}
+	}
+	if tok != "" || tlsCfg != nil {
+		cfg.MasterAPIClient = node.APIClient(tlsCfg, tok, metadataTimeout)
+	}
+	return nil
+}
+
+// metadataTimeout bounds one call of the metadata syncer to the master's API.
+const metadataTimeout = 10 * time.Second
+
+// apiToken is the token of --api-token-file (flag) when set, else of
+// $REPLICATOR_API_TOKEN, else "".
+func (e *env) apiToken(file, flag string) (string, error) {
+	if file != "" {
+		tok, err := node.ReadToken(file)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", flag, err)
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 && e.log != nil {
+			e.log.Warn("the API token file is readable by other users; chmod 600 it", "file", file, "mode", fi.Mode().Perm().String())
+		}
+		return tok, nil
+	}
+	if v := e.lookupEnv(apiTokenEnv); v != "" {
+		tok, err := node.CheckToken(v)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", apiTokenEnv, err)
+		}
+		return tok, nil
+	}
+	return "", nil
+}
+
+// lookupEnv returns the value of name in the process environment.
+func (e *env) lookupEnv(name string) string {
+	for _, kv := range e.environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 // defaultMasterAPI derives the master's API URL from its HA address with

@@ -15,8 +15,11 @@ import (
 // replicator-<kind>-<name> (see sdk/plugin), each overriding the builtin of
 // its name; DIR/SHA256SUMS, when present, pins them. A plugin that fails to
 // load is logged with its path and does not stop the others. A plugin
-// process that dies while the node runs is logged, counted in
-// replicator_plugin_crashes_total and shuts the node down cleanly (exit 1).
+// process that dies while the node runs is logged and counted in
+// replicator_plugin_crashes_total. A metadata plugin is then restarted with
+// backoff (replicator_plugin_restarts_total; after 5 quick crashes in a row
+// the node gives up); a store or transport plugin shuts the node down
+// cleanly (exit 1).
 
 func pluginsCommand() *config.Command {
 	return &config.Command{

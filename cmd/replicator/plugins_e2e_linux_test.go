@@ -25,8 +25,9 @@ var (
 	pluginErr  error
 )
 
-// pluginBinaries builds the first-party and example store plugins into a
-// directory, as `make plugins` does.
+// pluginBinaries builds the first-party plugins (store, metadata,
+// transport) and the example store plugin into a directory, as `make
+// plugins` does.
 func pluginBinaries(t *testing.T) string {
 	t.Helper()
 	pluginOnce.Do(func() {
@@ -34,6 +35,7 @@ func pluginBinaries(t *testing.T) string {
 		for _, pkg := range []string{
 			"../../plugins/commitlog/cmd/replicator-store-commitlog",
 			"../../plugins/metadata/cmd/replicator-metadata-files",
+			"../../plugins/transport-tcp/cmd/replicator-transport-tcp",
 			"../../examples/store-plugin",
 		} {
 			name := filepath.Base(pkg)
@@ -59,7 +61,7 @@ func TestE2EPluginsList(t *testing.T) {
 	t.Parallel()
 	src := pluginBinaries(t)
 	dir := t.TempDir()
-	for _, n := range []string{"replicator-store-commitlog", "replicator-store-filestore", "replicator-metadata-files"} {
+	for _, n := range []string{"replicator-store-commitlog", "replicator-store-filestore", "replicator-metadata-files", "replicator-transport-tcp"} {
 		if err := os.Symlink(filepath.Join(src, n), filepath.Join(dir, n)); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +75,7 @@ func TestE2EPluginsList(t *testing.T) {
 		"store      commitlog  dev      external  " + filepath.Join(dir, "replicator-store-commitlog"),
 		"store      filestore  0.1.0    external  " + filepath.Join(dir, "replicator-store-filestore"),
 		"metadata   files      dev      external  " + filepath.Join(dir, "replicator-metadata-files"),
-		"transport  tcp",
+		"transport  tcp        dev      external  " + filepath.Join(dir, "replicator-transport-tcp"),
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("listing lacks %q:\n%s", want, out)
@@ -82,16 +84,17 @@ func TestE2EPluginsList(t *testing.T) {
 }
 
 // TestE2EPluginsExternalStore replicates master to slave with every plugin
-// that can be external external on both nodes: the store (the first-party
-// commitlog plugin, and the example filestore plugin built on the SDK only)
-// and the metadata store; the transport stays the builtin TCP one.
+// external on both nodes: the store (the first-party commitlog plugin, and
+// the example filestore plugin built on the SDK only), the metadata store
+// and the transport (the TCP transport as a control-only plugin: it
+// listens and dials, the node moves the bytes on the sockets it hands over).
 func TestE2EPluginsExternalStore(t *testing.T) {
 	t.Parallel()
 	plugins := pluginBinaries(t)
 	for _, storeName := range []string{"commitlog", "filestore"} {
 		t.Run(storeName, func(t *testing.T) {
 			dir := t.TempDir()
-			args := []string{"--store", storeName}
+			args := []string{"--store", storeName, "--transport", "tcp"}
 			m := startMasterWith(t, filepath.Join(dir, "m"), []string{"--plugins", plugins}, append(args, "--replication", "sync")...)
 			s := startSlaveWith(t, filepath.Join(dir, "s"), m, []string{"--plugins", plugins}, args...)
 			waitSlaves(t, m, 1)
@@ -128,8 +131,13 @@ func TestE2EPluginsExternalStore(t *testing.T) {
 			})
 			for _, p := range []*proc{m, s} {
 				kids := children(p.cmd.Process.Pid)
-				if len(kids) != 2 {
-					t.Fatalf("%s runs %d plugin processes, want 2 (store, metadata)", p.name, len(kids))
+				if len(kids) != 3 {
+					t.Fatalf("%s runs %d plugin processes, want 3 (store, metadata, transport)", p.name, len(kids))
+				}
+				for _, kind := range []string{"store", "metadata", "transport"} {
+					if pluginChild(t, p, kind) == 0 {
+						t.Fatalf("%s runs no %s plugin", p.name, kind)
+					}
 				}
 				p.stop()
 				for _, k := range kids {
@@ -140,45 +148,99 @@ func TestE2EPluginsExternalStore(t *testing.T) {
 	}
 }
 
-// TestE2EPluginsCrashAndOrphans: a store plugin killed underneath its node
-// shuts the node down (exit 1, logged); a node killed with SIGKILL takes its
-// plugin with it.
+// TestE2EPluginsCrashAndOrphans: a metadata plugin killed underneath its
+// node is restarted (the node keeps serving; counted in
+// replicator_plugin_restarts_total); a store or transport plugin killed
+// underneath its node shuts the node down (exit 1, logged); a node killed
+// with SIGKILL takes its plugins with it.
 func TestE2EPluginsCrashAndOrphans(t *testing.T) {
 	t.Parallel()
 	plugins := pluginBinaries(t)
 	dir := t.TempDir()
 	m := startMasterWith(t, filepath.Join(dir, "m"), []string{"--plugins", plugins}, "--store", "commitlog")
 	put(t, m.api, "TopicCrash", "before")
-	kids := children(m.cmd.Process.Pid)
-	if len(kids) != 2 {
-		t.Fatalf("%d plugin processes, want 2", len(kids))
-	}
-	syscall.Kill(kids[0], syscall.SIGKILL) // the store or the metadata plugin
-	select {
-	case <-m.done:
-	case <-time.After(waitTimeout):
-		t.Fatal("the master did not stop after its store plugin crashed")
-	}
-	var ee *exec.ExitError
-	if !errors.As(m.err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("master exit: %v, want status 1", m.err)
-	}
-	logb, _ := os.ReadFile(m.log)
-	if !strings.Contains(string(logb), "plugin crashed") || !strings.Contains(string(logb), "an external plugin crashed; shutting down") {
-		t.Fatalf("no crash in the log:\n%s", logb)
+	if kids := children(m.cmd.Process.Pid); len(kids) != 3 {
+		t.Fatalf("%d plugin processes, want 3", len(kids))
 	}
 
-	// SIGKILL the node: its plugin must not outlive it.
+	// The metadata plugin: restarted, the node stays up and serves it.
+	meta := pluginChild(t, m, "metadata")
+	syscall.Kill(meta, syscall.SIGKILL)
+	eventually(t, "metadata plugin restarted", func() error {
+		code, b := httpDo(t, "GET", m.api+"/metrics", nil, nil)
+		if code != 200 || !strings.Contains(string(b), `replicator_plugin_restarts_total{kind="metadata",name="files"} 1`) {
+			return fmt.Errorf("metrics %d: no restart counted", code)
+		}
+		return nil
+	})
+	if p := pluginChild(t, m, "metadata"); p == 0 || p == meta {
+		t.Fatalf("metadata plugin after the restart: pid %d (was %d)", p, meta)
+	}
+	code, b := httpDo(t, "PUT", m.api+"/v1/metadata/topics.json", nil, []byte(`{"topicConfigTable":{"TopicCrash":{"readQueueNums":4}}}`))
+	if code != 200 {
+		t.Fatalf("metadata put after the restart: %d %s", code, b)
+	}
+	if a := put(t, m.api, "TopicCrash", "after"); a.Status != "PUT_OK" {
+		t.Fatalf("put after the metadata restart: %+v", a)
+	}
+
+	// The store plugin: not restarted, the node stops.
+	syscall.Kill(pluginChild(t, m, "store"), syscall.SIGKILL)
+	waitExit1(t, m, "store")
+
+	// The transport plugin: not restarted either.
+	m3 := startMasterWith(t, filepath.Join(dir, "m3"), []string{"--plugins", plugins}, "--store", "commitlog")
+	syscall.Kill(pluginChild(t, m3, "transport"), syscall.SIGKILL)
+	waitExit1(t, m3, "transport")
+
+	// SIGKILL the node: its plugins must not outlive it.
 	m2 := startMasterWith(t, filepath.Join(dir, "m2"), []string{"--plugins", plugins}, "--store", "filestore")
-	kids = children(m2.cmd.Process.Pid)
-	if len(kids) != 2 {
-		t.Fatalf("%d plugin processes, want 2", len(kids))
+	kids := children(m2.cmd.Process.Pid)
+	if len(kids) != 3 {
+		t.Fatalf("%d plugin processes, want 3", len(kids))
 	}
 	m2.signal(syscall.SIGKILL)
 	<-m2.done
 	for _, k := range kids {
 		waitGone(t, k)
 	}
+}
+
+// waitExit1 waits for p to stop with status 1 after its kind plugin was
+// killed, and checks the log says so.
+func waitExit1(t *testing.T, p *proc, kind string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the node did not stop after its %s plugin crashed", kind)
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("node exit: %v, want status 1", p.err)
+	}
+	logb, _ := os.ReadFile(p.log)
+	if !strings.Contains(string(logb), "plugin crashed") || !strings.Contains(string(logb), "an external plugin crashed; shutting down") ||
+		!strings.Contains(string(logb), "replicator-"+kind+"-") {
+		t.Fatalf("no %s plugin crash in the log:\n%s", kind, logb)
+	}
+}
+
+// pluginChild is the pid of p's plugin process of kind (0: none), found by
+// the binary name in its command line.
+func pluginChild(t *testing.T, p *proc, kind string) int {
+	t.Helper()
+	for _, k := range children(p.cmd.Process.Pid) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		if strings.HasPrefix(filepath.Base(argv0), "replicator-"+kind+"-") {
+			return k
+		}
+	}
+	return 0
 }
 
 func startMasterWith(t *testing.T, dir string, global []string, extra ...string) *proc {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,6 +158,11 @@ type Config struct {
 	Version   string
 	// Now is the clock for "ms ago" fields; nil means time.Now.
 	Now func() time.Time
+	// Token, when not empty, is the bearer token every route except
+	// /healthz and /readyz requires (Authorization: Bearer <token>);
+	// other requests answer 401 with a JSON message. Compared in constant
+	// time.
+	Token string
 }
 
 // Server is the API's http.Handler. Safe for concurrent use.
@@ -169,6 +175,9 @@ type Server struct {
 	drainOne sync.Once
 	reqs     *prometheus.CounterVec
 	dur      *prometheus.HistogramVec
+	authFail *prometheus.CounterVec
+	rejected prometheus.Counter
+	token    [32]byte // SHA-256 of Config.Token
 }
 
 // New returns the API handler. It answers /readyz with 503 until SetReady(true).
@@ -198,8 +207,19 @@ func New(cfg Config) (*Server, error) {
 		Help:    "HTTP API request latency by route.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"route"})
+	s.authFail = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicator_http_auth_failures_total",
+		Help: "API requests refused with 401, by reason: missing (no bearer token) or invalid (wrong token).",
+	}, []string{"reason"})
+	s.rejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "replicator_http_rejected_paths_total",
+		Help: "API requests refused with 400 before routing: a path that is not clean, not UTF-8 or holds control characters.",
+	})
+	if cfg.Token != "" {
+		s.token = sha256.Sum256([]byte(cfg.Token))
+	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.reqs, s.dur} {
+		for _, c := range []prometheus.Collector{s.reqs, s.dur, s.authFail, s.rejected} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("api: registering metrics: %w", err)
 			}
@@ -253,6 +273,9 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Handle(pattern, route string, h http.Handler) {
 	reqs := s.reqs.MustCurryWith(prometheus.Labels{"route": route})
 	dur := s.dur.MustCurryWith(prometheus.Labels{"route": route})
+	if s.cfg.Token != "" && !openRoutes[route] {
+		h = s.authenticate(h)
+	}
 	s.mux.Handle(pattern, promhttp.InstrumentHandlerCounter(reqs, promhttp.InstrumentHandlerDuration(dur, h)))
 }
 
@@ -260,7 +283,12 @@ func (s *Server) Handle(pattern, route string, h http.Handler) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.cfg.Now()
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-	s.mux.ServeHTTP(sw, r)
+	if msg := checkPath(r); msg != "" {
+		s.rejected.Inc()
+		WriteError(sw, http.StatusBadRequest, msg)
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
 	if s.log.IsDebug() {
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "code", sw.code, "remote", r.RemoteAddr, "duration", s.cfg.Now().Sub(start))
 	}

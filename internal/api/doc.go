@@ -40,4 +40,24 @@
 // A method a route does not take answers 405 with an Allow header, an unknown
 // path 404. Handlers are instrumented with replicator_http_requests_total
 // {route, code} and replicator_http_request_duration_seconds{route}.
+//
+// # Abuse and authentication
+//
+// Before routing, a path that is not clean ("..", "." or empty segments,
+// also when %-encoded), not UTF-8, longer than MaxPathBytes, or holding
+// control characters or backslashes answers 400 (net/http would otherwise
+// redirect it) and counts in replicator_http_rejected_paths_total.
+//
+// With Config.Token set, every route except /healthz and /readyz needs
+// "Authorization: Bearer <token>" (scheme case-insensitive); without it or
+// with another token the answer is 401 with WWW-Authenticate: Bearer and a
+// JSON error, counted in replicator_http_auth_failures_total{reason=
+// "missing"|"invalid"}. Routes mounted by extensions with Handle are
+// covered too. The comparison hashes both sides (SHA-256) and compares in
+// constant time.
+//
+// Server.HTTPServer builds the http.Server with ServerLimits (header and
+// body read timeouts against slow clients, idle timeout, header bytes), and
+// LimitListener bounds the open connections, closing those over the limit
+// at accept (replicator_http_refused_connections_total).
 package api

@@ -59,6 +59,10 @@ type Program struct {
 	// ConfigOption names the global option that holds the configuration file
 	// path ("config"). It is read before everything else.
 	ConfigOption string
+	// Env lists further REPLICATOR_* variables the program reads itself
+	// (REPLICATOR_API_TOKEN): Parse accepts them instead of refusing them as
+	// unknown, and leaves them alone.
+	Env []string
 }
 
 // Source says where a value came from.
@@ -247,6 +251,9 @@ func (p *Program) Parse(args []string, environ []string) (*Result, error) {
 
 	// 3. the environment: unknown REPLICATOR_* variables are refused
 	known := map[string]bool{}
+	for _, name := range p.Env {
+		known[name] = true
+	}
 	for _, opt := range p.Global {
 		known[EnvName(nil, opt)] = true
 	}

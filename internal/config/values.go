@@ -365,6 +365,73 @@ func (v *dirValue) Set(s string) error {
 }
 func (v *dirValue) String() string { return *v.p }
 
+// File accepts the path of an existing regular file that this process can
+// open for reading (certificates, keys, token files). With optional set, ""
+// is accepted and means "none".
+func File(p *string, optional bool) Value { return &fileValue{p: p, optional: optional} }
+
+type fileValue struct {
+	p        *string
+	optional bool
+}
+
+func (v *fileValue) Set(s string) error {
+	if v.optional && s == "" {
+		*v.p = ""
+		return nil
+	}
+	if s == "" {
+		return errors.New("want a file path")
+	}
+	f, err := os.Open(s)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("file %q does not exist", s)
+		}
+		return fmt.Errorf("file %q: %w", s, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("file %q: %w", s, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%q is not a regular file", s)
+	}
+	*v.p = s
+	return nil
+}
+func (v *fileValue) String() string { return *v.p }
+
+// CSV is a list given as comma-separated items (--ha-allow 10.0.0.1,10.0.0.0/24),
+// in repeated flags, in an environment variable, or as an HCL list or string.
+// Each item is trimmed and checked by check (nil accepts anything); empty
+// items are skipped. A later source replaces the whole list.
+func CSV(p *[]string, check func(string) error) Value { return &csvVal{p: p, check: check} }
+
+type csvVal struct {
+	p     *[]string
+	check func(string) error
+}
+
+func (v *csvVal) Set(s string) error {
+	for _, it := range strings.Split(s, ",") {
+		it = strings.TrimSpace(it)
+		if it == "" {
+			continue
+		}
+		if v.check != nil {
+			if err := v.check(it); err != nil {
+				return err
+			}
+		}
+		*v.p = append(*v.p, it)
+	}
+	return nil
+}
+func (v *csvVal) String() string { return strings.Join(*v.p, ",") }
+func (v *csvVal) Reset()         { *v.p = nil }
+
 // List is a repeatable option: each occurrence adds one item, checked by
 // check (nil accepts anything). A later source replaces the whole list.
 func List(p *[]string, check func(string) error) Value { return &listVal{p: p, check: check} }

@@ -16,4 +16,15 @@
 //
 // A slave node polls its HA client's status every MonitorInterval to run the
 // extensions' OnMasterConnect hooks when the connection comes up.
+//
+// Security (docs/security.md): Config.APITLS serves the API over TLS
+// (ServerTLS loads the PEM files; a client CA makes it mutual) and
+// Config.APIToken requires a bearer token on every route but the probes.
+// Config.HATLS, HAAllow, HAAllowClientNames, HAMaxConns and HAMaxConnsPerIP
+// are handed to the builtin tcp transport (a master's listener or a slave's
+// dialer); with another transport plugin, TLS and allow lists refuse to
+// start and the limits are left to that plugin. Config.MasterAPIClient
+// (APIClient: TLS plus a TokenTransport) is what a slave's extensions use to
+// call the master's API. The API listener is bounded by
+// api.DefaultMaxConns (Config.APIMaxConns).
 package node

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,16 +20,18 @@ import (
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
+	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/transport"
 )
 
-// Server timeouts and limits of the HTTP API.
+// Server timeouts and limits of the HTTP API (see api.ServerLimits).
 const (
-	ReadHeaderTimeout = 5 * time.Second
-	ReadTimeout       = time.Minute // a put body of MaxBodyBytes over a slow link
-	IdleTimeout       = 2 * time.Minute
-	MaxHeaderBytes    = 64 << 10 // properties are at most 32 KiB encoded
+	ReadHeaderTimeout = api.DefaultReadHeaderTimeout
+	ReadTimeout       = api.DefaultReadTimeout
+	IdleTimeout       = api.DefaultIdleTimeout
+	MaxHeaderBytes    = api.DefaultMaxHeaderBytes
 	// ShutdownGrace is added to the slave timeout to bound a graceful
 	// shutdown: in-flight sync puts wait at most the slave timeout.
 	ShutdownGrace = 10 * time.Second
@@ -67,6 +70,50 @@ type Config struct {
 	Extensions []Extension
 	Logger     hclog.Logger // root logger; nil: no logs
 	Version    string
+
+	// API security. APITLS serves the API over TLS (with ClientAuth set,
+	// clients need certificates); APIToken requires "Authorization: Bearer
+	// <token>" on every route except /healthz and /readyz.
+	APITLS   *tls.Config
+	APIToken string
+	// APIMaxConns bounds the API's open connections (0:
+	// api.DefaultMaxConns; negative: no limit).
+	APIMaxConns int
+
+	// HA security, applied by the builtin tcp transport (another transport
+	// plugin refuses to start with them). Master: HATLS makes the HA port
+	// speak TLS (with ClientAuth set, slaves need certificates);
+	// HAAllow lists the peer networks allowed to connect (empty: all);
+	// HAAllowClientNames lists the client-certificate names allowed;
+	// HAMaxConns and HAMaxConnsPerIP bound the open HA connections (0: no
+	// limit). Slave: HATLS is the client configuration used to dial the
+	// master.
+	HATLS              *tls.Config
+	HAAllow            []netip.Prefix
+	HAAllowClientNames []string
+	HAMaxConns         int
+	HAMaxConnsPerIP    int
+	// HAIdleTimeout closes an HA connection that read nothing this long
+	// (RocketMQ haHousekeepingInterval; 0: 20 s).
+	HAIdleTimeout time.Duration
+	// HAReportInterval is how often a slave reports its offset at least
+	// (RocketMQ haSendHeartbeatInterval; 0: 5 s). It must stay well below
+	// the master's HAIdleTimeout.
+	HAReportInterval time.Duration
+
+	// MasterAPIClient is the HTTP client a slave's extensions use to call
+	// the master's API (TLS, token); nil means a plain client.
+	MasterAPIClient *http.Client
+}
+
+// haSecured reports whether cfg asks the transport for TLS or access
+// control; haLimited whether it asks for connection limits.
+func (cfg *Config) haSecured() bool {
+	return cfg.HATLS != nil || len(cfg.HAAllow) > 0 || len(cfg.HAAllowClientNames) > 0
+}
+
+func (cfg *Config) haLimited() bool {
+	return cfg.Role != core.Slave && (cfg.HAMaxConns > 0 || cfg.HAMaxConnsPerIP > 0)
 }
 
 // Extension adds routes and background work to a node (for example the
@@ -85,12 +132,15 @@ type Extension interface {
 
 // ExtensionEnv is what a node offers an extension.
 type ExtensionEnv struct {
-	Role       core.Role
-	DataDir    string
-	MasterAPI  string // slave: the master's API base URL ("" when not given)
-	API        *api.Server
-	Logger     hclog.Logger // the node's root logger; components name their own sub-loggers
-	Registerer prometheus.Registerer
+	Role      core.Role
+	DataDir   string
+	MasterAPI string // slave: the master's API base URL ("" when not given)
+	// MasterAPIClient calls the master's API with the node's TLS and token
+	// settings for it (slave); nil means a plain client.
+	MasterAPIClient *http.Client
+	API             *api.Server
+	Logger          hclog.Logger // the node's root logger; components name their own sub-loggers
+	Registerer      prometheus.Registerer
 	// OnMasterConnect registers f to run (in its own goroutine) each time a
 	// slave's HA connection to its master comes up. No-op on a master.
 	OnMasterConnect func(f func())
@@ -149,6 +199,14 @@ func (n *Node) Ready() <-chan struct{} { return n.ready }
 // Addr is the bound HTTP API address, valid after Ready.
 func (n *Node) Addr() string { return n.ln.Addr().String() }
 
+// URL is the API's base URL (http:// or https://), valid after Ready.
+func (n *Node) URL() string {
+	if n.cfg.APITLS != nil {
+		return "https://" + n.Addr()
+	}
+	return "http://" + n.Addr()
+}
+
 // Registry is the node's metrics registry.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
@@ -167,7 +225,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return err
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- n.srv.Serve(n.ln) }()
+	go func() {
+		if n.cfg.APITLS != nil {
+			serveErr <- n.srv.ServeTLS(n.ln, "", "")
+			return
+		}
+		serveErr <- n.srv.Serve(n.ln)
+	}()
 	if n.slave != nil {
 		n.stopMon, n.monDone = make(chan struct{}), make(chan struct{})
 		go n.monitor()
@@ -195,7 +259,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 }
 
 func (n *Node) logReady() {
-	args := []any{"role", n.cfg.Role.String(), "api", "http://" + n.Addr(), "data", n.cfg.DataDir}
+	args := []any{"role", n.cfg.Role.String(), "api", n.URL(), "data", n.cfg.DataDir,
+		"api_tls", n.cfg.APITLS != nil, "api_client_certs", n.cfg.APITLS != nil && n.cfg.APITLS.ClientAuth == tls.RequireAndVerifyClientCert,
+		"api_token", n.cfg.APIToken != "", "ha_tls", n.cfg.HATLS != nil}
 	if n.master != nil {
 		args = append(args, "ha_listen", n.master.Addr())
 	} else {
@@ -249,6 +315,9 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("node: the %s transport: %w", cfg.TransportPlugin, err)
 	}
+	if tr, err = n.secureTransport(tr); err != nil {
+		return err
+	}
 	if b := n.st.Bounds(); cfg.SegmentSize > 0 && b.SegmentSize != cfg.SegmentSize {
 		return fmt.Errorf("node: the commit log in %s has segments of %d bytes, not the configured %d", cfg.DataDir, b.SegmentSize, cfg.SegmentSize)
 	}
@@ -256,10 +325,12 @@ func (n *Node) start() error {
 	var put func(context.Context, *record.Message) (core.PutResult, error)
 	if cfg.Role == core.Slave {
 		n.slave, err = core.NewSlave(n.st, tr, core.SlaveConfig{
-			MasterAddr:     cfg.MasterHA,
-			ReconnectDelay: cfg.ReconnectDelay,
-			Logger:         n.log,
-			Registerer:     n.reg,
+			MasterAddr:           cfg.MasterHA,
+			ReconnectDelay:       cfg.ReconnectDelay,
+			HousekeepingInterval: cfg.HAIdleTimeout,
+			ReportInterval:       cfg.HAReportInterval,
+			Logger:               n.log,
+			Registerer:           n.reg,
 		})
 		if err != nil {
 			return fmt.Errorf("node: slave: %w", err)
@@ -270,12 +341,13 @@ func (n *Node) start() error {
 		put = n.slave.Put
 	} else {
 		n.master, err = core.NewMaster(n.st, tr, core.MasterConfig{
-			ListenAddr:   cfg.HAListen,
-			Role:         cfg.Role,
-			SyncAcks:     cfg.SyncAcks,
-			SlaveTimeout: cfg.SlaveTimeout,
-			Logger:       n.log,
-			Registerer:   n.reg,
+			ListenAddr:           cfg.HAListen,
+			Role:                 cfg.Role,
+			SyncAcks:             cfg.SyncAcks,
+			SlaveTimeout:         cfg.SlaveTimeout,
+			HousekeepingInterval: cfg.HAIdleTimeout,
+			Logger:               n.log,
+			Registerer:           n.reg,
 		})
 		if err != nil {
 			return fmt.Errorf("node: master: %w", err)
@@ -298,18 +370,20 @@ func (n *Node) start() error {
 		MaxBodyBytes: cfg.MaxMessageSize,
 		StoreHost:    storeHost,
 		Version:      cfg.Version,
+		Token:        cfg.APIToken,
 	})
 	if err != nil {
 		return err
 	}
 	for _, ext := range cfg.Extensions {
 		env := ExtensionEnv{
-			Role:       cfg.Role,
-			DataDir:    cfg.DataDir,
-			MasterAPI:  cfg.MasterAPI,
-			API:        n.api,
-			Logger:     n.log,
-			Registerer: n.reg,
+			Role:            cfg.Role,
+			DataDir:         cfg.DataDir,
+			MasterAPI:       cfg.MasterAPI,
+			MasterAPIClient: cfg.MasterAPIClient,
+			API:             n.api,
+			Logger:          n.log,
+			Registerer:      n.reg,
 			OnMasterConnect: func(f func()) {
 				n.onConnMu.Lock()
 				n.onConn = append(n.onConn, f)
@@ -321,17 +395,52 @@ func (n *Node) start() error {
 		}
 		n.started = append(n.started, ext)
 	}
-	n.srv = &http.Server{
-		Handler:           n.api,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
-		// Long polls wait up to api.MaxWait, sync puts up to the slave timeout.
-		WriteTimeout:   api.MaxWait + cfg.SlaveTimeout + 30*time.Second,
-		IdleTimeout:    IdleTimeout,
-		MaxHeaderBytes: MaxHeaderBytes,
-		ErrorLog:       n.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	// Long polls wait up to api.MaxWait, sync puts up to the slave timeout.
+	limits := api.DefaultServerLimits(cfg.SlaveTimeout)
+	if cfg.APIMaxConns != 0 {
+		limits.MaxConns = cfg.APIMaxConns
+	}
+	if n.ln, err = api.LimitListener(n.ln, limits.MaxConns, n.log.Named("http"), n.reg); err != nil {
+		return fmt.Errorf("node: API listener: %w", err)
+	}
+	n.srv = n.api.HTTPServer(limits)
+	if cfg.APITLS != nil {
+		n.srv.TLSConfig = cfg.APITLS.Clone()
 	}
 	return nil
+}
+
+// secureTransport applies the HA security options and connection limits to
+// the builtin tcp transport. Another transport cannot take them: with TLS or
+// an allow list the node refuses to start rather than run the HA port
+// unprotected; connection limits are left to that transport, with a log line.
+func (n *Node) secureTransport(tr transport.Transport) (transport.Transport, error) {
+	cfg := &n.cfg
+	if !cfg.haSecured() && !cfg.haLimited() {
+		return tr, nil
+	}
+	tcp, ok := tr.(*tcptransport.Transport)
+	if !ok {
+		if cfg.haSecured() {
+			return nil, fmt.Errorf("node: HA TLS and allow lists need the builtin tcp transport, not the %q plugin", cfg.TransportPlugin)
+		}
+		n.log.Info("HA connection limits are applied by the builtin tcp transport only; not by this one", "transport", cfg.TransportPlugin)
+		return tr, nil
+	}
+	o := tcp.Options()
+	if cfg.Role == core.Slave {
+		o.ClientTLS = cfg.HATLS
+	} else {
+		o.ServerTLS = cfg.HATLS
+		o.Allow = cfg.HAAllow
+		o.AllowClientNames = cfg.HAAllowClientNames
+		o.MaxConns = cfg.HAMaxConns
+		o.MaxConnsPerIP = cfg.HAMaxConnsPerIP
+	}
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("node: HA transport: %w", err)
+	}
+	return tcptransport.New(o), nil
 }
 
 // closeAll releases whatever start acquired, in reverse order.

@@ -18,6 +18,8 @@ import (
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/sdk/storeplugin"
+	"github.com/replicatorhq/replicator/sdk/transportplugin"
+	"github.com/replicatorhq/replicator/transport"
 )
 
 // Entry describes one plugin the host can use.
@@ -46,6 +48,18 @@ type HostOptions struct {
 	// OnCrash is called once per plugin process that exits on its own (after
 	// the crash is logged and counted). The daemon shuts down cleanly.
 	OnCrash func(Entry, error)
+	// Transport tunes the host side of external transports.
+	Transport transportplugin.ClientConfig
+	// MaxRestarts bounds how many times in a row a crashed metadata plugin
+	// is restarted without staying up for RestartStableAfter (0 = 5;
+	// negative: never restart). Past it, the crash goes to OnCrash.
+	MaxRestarts int
+	// RestartBackoff is the wait before the first restart attempt; it
+	// doubles with each further attempt in a row, up to 10s (0 = 200ms).
+	RestartBackoff time.Duration
+	// RestartStableAfter is how long a restarted plugin must run for its
+	// next crash to count as a first one again (0 = 1 minute).
+	RestartStableAfter time.Duration
 	// LaunchOptions.StartTimeout, for tests; 0 = 10s.
 	StartTimeout time.Duration
 	Logger       hclog.Logger          // nil: no logs
@@ -55,17 +69,24 @@ type HostOptions struct {
 // Host loads external plugins from a directory into a Registry, where they
 // override builtins of the same name, and owns their processes.
 type Host struct {
-	reg     *Registry
-	opts    HostOptions
-	log     hclog.Logger
-	crashes *prometheus.CounterVec
+	reg      *Registry
+	opts     HostOptions
+	log      hclog.Logger
+	crashes  *prometheus.CounterVec
+	restarts *prometheus.CounterVec
+	done     chan struct{} // closed by Close: restart loops stop
+	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	external map[string]Entry  // kind/name -> entry
-	metas    map[string]loaded // name -> external metadata plugin
-	failed   []error
-	procs    map[*Process]struct{}
-	closed   bool
+	mu sync.Mutex
+	// supervised maps a process to what to do when it crashes instead of
+	// OnCrash (restarting a metadata plugin).
+	supervised map[*Process]func(*Process)
+	external   map[string]Entry  // kind/name -> entry
+	metas      map[string]loaded // name -> external metadata plugin
+	failed     []error
+	procs      map[*Process]struct{}
+	dead       map[*Process]struct{} // crashed, not yet released
+	closed     bool
 }
 
 // NewHost returns a host over reg (which holds the builtins).
@@ -80,10 +101,26 @@ func NewHost(reg *Registry, opts HostOptions) (*Host, error) {
 		external: map[string]Entry{},
 		metas:    map[string]loaded{},
 		procs:    map[*Process]struct{}{},
+		dead:     map[*Process]struct{}{},
+		done:     make(chan struct{}),
 		crashes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replicator_plugin_crashes_total",
 			Help: "External plugin processes that exited without being asked to.",
 		}, []string{"kind", "name"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replicator_plugin_restarts_total",
+			Help: "Crashed external plugins the host restarted (metadata plugins only).",
+		}, []string{"kind", "name"}),
+		supervised: map[*Process]func(*Process){},
+	}
+	if h.opts.MaxRestarts == 0 {
+		h.opts.MaxRestarts = 5
+	}
+	if h.opts.RestartBackoff <= 0 {
+		h.opts.RestartBackoff = 200 * time.Millisecond
+	}
+	if h.opts.RestartStableAfter <= 0 {
+		h.opts.RestartStableAfter = time.Minute
 	}
 	if err := h.register(opts.Registerer); err != nil {
 		return nil, err
@@ -97,14 +134,20 @@ func (h *Host) register(r prometheus.Registerer) error {
 	if r == nil {
 		return nil
 	}
-	if err := r.Register(h.crashes); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return fmt.Errorf("pluginhost: metrics: %w", err)
+	for _, c := range []prometheus.Collector{h.crashes, h.restarts} {
+		if err := r.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("pluginhost: metrics: %w", err)
+			}
 		}
 	}
 	return nil
 }
+
+// RegisterMetrics adds the host's metrics (plugin crashes and restarts) to
+// r; registering on the same registry twice is fine.
+func (h *Host) RegisterMetrics(r prometheus.Registerer) error { return h.register(r) }
 
 // LoadDir discovers the plugins in dir, starts each once to check it
 // (handshake, protocol version, checksum, Describe) and registers the good
@@ -140,12 +183,6 @@ func (h *Host) LoadDir(dir string) error {
 				continue
 			}
 		}
-		if c.Kind == plugin.KindTransport {
-			err := fmt.Errorf("%w: %s: external transport plugins are not supported (the TCP transport stays in process)", ErrIncompatible, c.Path)
-			h.log.Error("plugin refused", "path", c.Path, "error", err)
-			errs = append(errs, err)
-			continue
-		}
 		p, err := Launch(c, h.launchOptions(sum))
 		if err != nil {
 			h.log.Error("plugin refused", "path", c.Path, "error", err)
@@ -161,8 +198,11 @@ func (h *Host) LoadDir(dir string) error {
 			h.metas[c.Name] = loaded{c, sum}
 		}
 		h.mu.Unlock()
-		if c.Kind == plugin.KindStore {
+		switch c.Kind {
+		case plugin.KindStore:
 			h.reg.RegisterStore(c.Name, h.storeFactory(c, sum))
+		case plugin.KindTransport:
+			h.reg.RegisterTransport(c.Name, h.transportFactory(c, sum))
 		}
 		h.log.Info("external plugin loaded", "kind", c.Kind, "name", c.Name, "version", info.Version, "path", c.Path)
 	}
@@ -182,17 +222,42 @@ func (h *Host) launchOptions(sum []byte) LaunchOptions {
 	}
 }
 
-// crashed handles a plugin process that exited on its own.
+// crashed handles a plugin process that exited on its own: it is logged
+// and counted, then restarted if it is supervised (a metadata plugin), else
+// reported to OnCrash.
 func (h *Host) crashed(p *Process) {
 	h.crashes.WithLabelValues(p.Cand.Kind, p.Cand.Name).Inc()
-	err := fmt.Errorf("pluginhost: %s plugin %q (%s, pid %d) exited unexpectedly: %w", p.Cand.Kind, p.Cand.Name, p.Cand.Path, p.pid, plugin.ErrPluginShutdown)
 	h.log.Error("plugin crashed", "kind", p.Cand.Kind, "name", p.Cand.Name, "path", p.Cand.Path, "pid", p.pid)
 	h.mu.Lock()
 	delete(h.procs, p)
+	h.dead[p] = struct{}{} // its go-plugin client is released by Close or a restart
+	restart := h.supervised[p]
+	delete(h.supervised, p)
 	h.mu.Unlock()
+	if restart != nil {
+		restart(p)
+		return
+	}
+	h.giveUp(p, nil)
+}
+
+// giveUp reports a crash the host does not recover from to OnCrash.
+func (h *Host) giveUp(p *Process, cause error) {
+	err := fmt.Errorf("pluginhost: %s plugin %q (%s, pid %d) exited unexpectedly: %w", p.Cand.Kind, p.Cand.Name, p.Cand.Path, p.pid, plugin.ErrPluginShutdown)
+	if cause != nil {
+		err = fmt.Errorf("%w; restarting it failed: %w", err, cause)
+	}
 	if h.opts.OnCrash != nil {
 		h.opts.OnCrash(Entry{Kind: p.Cand.Kind, Name: p.Cand.Name, Version: p.Info.Version, Path: p.Cand.Path}, err)
 	}
+}
+
+// supervise makes a crash of p call restart (from the process monitor's
+// goroutine) instead of OnCrash.
+func (h *Host) supervise(p *Process, restart func(*Process)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.supervised[p] = restart
 }
 
 // Start launches a plugin process owned by the host (killed by Close).
@@ -220,8 +285,60 @@ func (h *Host) Start(c Candidate, sum []byte) (*Process, error) {
 func (h *Host) release(p *Process) {
 	h.mu.Lock()
 	delete(h.procs, p)
+	delete(h.dead, p)
+	delete(h.supervised, p)
 	h.mu.Unlock()
 	p.Kill()
+}
+
+// transportFactory opens an external transport: one plugin process per
+// transport. The plugin listens, accepts and dials; the connections are
+// handed to the host as descriptors, so the replicated bytes stay in the
+// host. A crash of the process goes to OnCrash (the daemon stops): the
+// plugin holds the master's listening socket and its connection policy,
+// which a restart could not restore as they were; connections already
+// handed over keep working until the node stops.
+func (h *Host) transportFactory(c Candidate, sum []byte) TransportFactory {
+	return func(opts TransportOptions) (transport.Transport, error) {
+		if err := h.register(opts.Registerer); err != nil {
+			return nil, err
+		}
+		p, err := h.Start(c, sum)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := p.Dispense()
+		if err != nil {
+			h.release(p)
+			return nil, err
+		}
+		cfg := h.opts.Transport
+		if opts.Logger != nil {
+			cfg.Logger = opts.Logger
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cl, err := raw.(*transportplugin.Conn).Open(ctx, transportplugin.OpenRequest{Options: opts.Options}, cfg)
+		if err != nil {
+			h.release(p)
+			return nil, err
+		}
+		return &externalTransport{Client: cl, h: h, p: p}, nil
+	}
+}
+
+// externalTransport is an external transport whose Close also stops its
+// process (the host's Close does it otherwise).
+type externalTransport struct {
+	*transportplugin.Client
+	h *Host
+	p *Process
+}
+
+func (t *externalTransport) Close() error {
+	err := t.Client.Close()
+	t.h.release(t.p)
+	return err
 }
 
 // storeFactory opens an external store: one plugin process per store.
@@ -313,16 +430,24 @@ func (h *Host) Failed() []error {
 	return append([]error(nil), h.failed...)
 }
 
-// Close kills every plugin process the host started. Idempotent.
+// Close stops restarting plugins and kills every plugin process the host
+// started. Idempotent.
 func (h *Host) Close() {
 	h.mu.Lock()
+	if !h.closed {
+		close(h.done)
+	}
 	h.closed = true
-	procs := h.procs
-	h.procs = map[*Process]struct{}{}
+	procs, dead := h.procs, h.dead
+	h.procs, h.dead = map[*Process]struct{}{}, map[*Process]struct{}{}
 	h.mu.Unlock()
 	for p := range procs {
 		p.Kill()
 	}
+	for p := range dead {
+		p.Kill()
+	}
+	h.wg.Wait()
 }
 
 // Processes lists the plugin processes the host runs.
@@ -339,6 +464,9 @@ func (h *Host) Processes() []*Process {
 // CrashCounter is replicator_plugin_crashes_total{kind,name}.
 func (h *Host) CrashCounter() *prometheus.CounterVec { return h.crashes }
 
+// RestartCounter is replicator_plugin_restarts_total{kind,name}.
+func (h *Host) RestartCounter() *prometheus.CounterVec { return h.restarts }
+
 // loaded is a plugin binary that passed LoadDir's checks.
 type loaded struct {
 	c   Candidate
@@ -347,7 +475,7 @@ type loaded struct {
 
 // OpenMetadata opens the external metadata plugin name, if LoadDir loaded
 // one (ok=false otherwise: use the builtin). The store's Close stops the
-// plugin process.
+// plugin process. A crash of the process is restarted (see metaRestart).
 func (h *Host) OpenMetadata(name string, req metaplugin.OpenRequest) (st metaplugin.Store, ok bool, err error) {
 	h.mu.Lock()
 	l, ok := h.metas[name]
@@ -355,34 +483,205 @@ func (h *Host) OpenMetadata(name string, req metaplugin.OpenRequest) (st metaplu
 	if !ok {
 		return nil, false, nil
 	}
-	p, err := h.Start(l.c, l.sum)
-	if err != nil {
+	m := &externalMeta{h: h, l: l, req: req, stop: make(chan struct{})}
+	if err := m.start(); err != nil {
 		return nil, true, err
+	}
+	return m, true, nil
+}
+
+// externalMeta is an external metadata store that survives crashes of its
+// plugin process. The host keeps nothing of the plugin's state but its
+// OpenRequest (the documents live on disk, or wherever the plugin keeps
+// them), so a new process opened the same way serves the same store: the
+// host restarts it with backoff. Calls made while the process is down fail
+// with plugin.ErrPluginShutdown (a slave's syncer retries at its next tick;
+// the API answers 503). Close stops its process.
+type externalMeta struct {
+	h    *Host
+	l    loaded
+	req  metaplugin.OpenRequest
+	stop chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	cl       *metaplugin.Client // nil while restarting
+	p        *Process
+	closed   bool
+	failures int // restart attempts in a row without a stable run
+}
+
+// start launches and opens a plugin process and supervises it.
+func (m *externalMeta) start() error {
+	p, err := m.h.Start(m.l.c, m.l.sum)
+	if err != nil {
+		return err
 	}
 	raw, err := p.Dispense()
 	if err != nil {
-		h.release(p)
-		return nil, true, err
+		m.h.release(p)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := raw.(*metaplugin.Conn).Open(ctx, req)
+	cl, err := raw.(*metaplugin.Conn).Open(ctx, m.req)
 	if err != nil {
-		h.release(p)
-		return nil, true, err
+		m.h.release(p)
+		return err
 	}
-	return &externalMeta{Client: cl, h: h, p: p}, true, nil
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		cl.Close()
+		m.h.release(p)
+		return metaplugin.ErrClosed
+	}
+	m.cl, m.p = cl, p
+	m.mu.Unlock()
+	if m.h.opts.MaxRestarts > 0 {
+		m.h.supervise(p, m.crashed)
+	}
+	return nil
 }
 
-// externalMeta is an external metadata store whose Close stops its process.
-type externalMeta struct {
-	*metaplugin.Client
-	h *Host
-	p *Process
+// crashed runs on the crashed process's monitor goroutine: it hands the
+// restart to a goroutine of its own.
+func (m *externalMeta) crashed(p *Process) {
+	m.mu.Lock()
+	if m.closed || m.p != p {
+		m.mu.Unlock()
+		return
+	}
+	m.cl, m.p = nil, nil
+	if time.Since(p.started) >= m.h.opts.RestartStableAfter {
+		m.failures = 0
+	}
+	m.mu.Unlock()
+	m.h.mu.Lock()
+	if m.h.closed {
+		m.h.mu.Unlock()
+		return
+	}
+	m.h.wg.Add(1) // under h.mu, ordered with Close's Wait
+	m.h.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.h.wg.Done()
+		defer m.wg.Done()
+		m.restart(p)
+	}()
 }
 
+// restart starts a new process with backoff, at most MaxRestarts attempts
+// in a row; past that, the crash goes to OnCrash.
+func (m *externalMeta) restart(dead *Process) {
+	h := m.h
+	h.release(dead) // the gone process's go-plugin client
+	var last error
+	for {
+		m.mu.Lock()
+		m.failures++
+		n := m.failures
+		m.mu.Unlock()
+		if n > h.opts.MaxRestarts {
+			h.log.Error("plugin keeps crashing; giving up", "kind", dead.Cand.Kind, "name", dead.Cand.Name, "attempts", n-1)
+			if last == nil {
+				last = fmt.Errorf("%d restarts in a row did not stay up %s", n-1, h.opts.RestartStableAfter)
+			}
+			h.giveUp(dead, last)
+			return
+		}
+		wait := min(h.opts.RestartBackoff<<(n-1), 10*time.Second)
+		h.log.Warn("restarting plugin", "kind", dead.Cand.Kind, "name", dead.Cand.Name, "attempt", n, "backoff", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-m.stop:
+			t.Stop()
+			return
+		case <-h.done:
+			t.Stop()
+			return
+		}
+		if last = m.start(); last == nil {
+			h.restarts.WithLabelValues(dead.Cand.Kind, dead.Cand.Name).Inc()
+			m.mu.Lock()
+			pid := m.p.pid
+			m.mu.Unlock()
+			h.log.Info("plugin restarted", "kind", dead.Cand.Kind, "name", dead.Cand.Name, "pid", pid, "attempt", n)
+			return
+		}
+		if errors.Is(last, metaplugin.ErrClosed) {
+			return
+		}
+		h.log.Error("restarting plugin failed", "kind", dead.Cand.Kind, "name", dead.Cand.Name, "attempt", n, "error", last)
+	}
+}
+
+func (m *externalMeta) client() (*metaplugin.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, metaplugin.ErrClosed
+	}
+	if m.cl == nil {
+		return nil, fmt.Errorf("pluginhost: metadata plugin %q is restarting: %w", m.l.c.Name, plugin.ErrPluginShutdown)
+	}
+	return m.cl, nil
+}
+
+func (m *externalMeta) List(ctx context.Context) ([]metaplugin.Entry, error) {
+	cl, err := m.client()
+	if err != nil {
+		return nil, err
+	}
+	return cl.List(ctx)
+}
+
+func (m *externalMeta) Get(ctx context.Context, name string) (metaplugin.Document, error) {
+	cl, err := m.client()
+	if err != nil {
+		return metaplugin.Document{}, err
+	}
+	return cl.Get(ctx, name)
+}
+
+func (m *externalMeta) Put(ctx context.Context, name string, body []byte) (metaplugin.Document, error) {
+	cl, err := m.client()
+	if err != nil {
+		return metaplugin.Document{}, err
+	}
+	return cl.Put(ctx, name, body)
+}
+
+func (m *externalMeta) Apply(ctx context.Context, docs []metaplugin.Document) error {
+	cl, err := m.client()
+	if err != nil {
+		return err
+	}
+	return cl.Apply(ctx, docs)
+}
+
+// Close stops any restart in progress, closes the store and stops its
+// process.
 func (m *externalMeta) Close() error {
-	err := m.Client.Close()
-	m.h.release(m.p)
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return metaplugin.ErrClosed
+	}
+	m.closed = true
+	close(m.stop)
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.mu.Lock()
+	cl, p := m.cl, m.p
+	m.cl, m.p = nil, nil
+	m.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	err := cl.Close()
+	m.h.release(p)
 	return err
 }

@@ -37,8 +37,15 @@ import (
 // replicator-store-<mode> (a symlink in the test's plugin directory) it
 // serves that mode instead of running tests.
 func TestMain(m *testing.M) {
-	if kind, name, ok := pluginhost.ParseName(os.Args[0]); ok && kind == plugin.KindStore {
-		servePlugin(name)
+	if kind, name, ok := pluginhost.ParseName(os.Args[0]); ok {
+		switch kind {
+		case plugin.KindStore:
+			servePlugin(name)
+		case plugin.KindMetadata:
+			serveMetadata(name)
+		case plugin.KindTransport:
+			serveTransport(name)
+		}
 		return
 	}
 	if dir := os.Getenv("PLUGINHOST_TEST_HOST_DIR"); dir != "" {

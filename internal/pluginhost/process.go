@@ -15,6 +15,7 @@ import (
 	"github.com/replicatorhq/replicator/sdk/metaplugin"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/storeplugin"
+	"github.com/replicatorhq/replicator/sdk/transportplugin"
 )
 
 // ErrIncompatible marks a file in the plugin directory that is not a
@@ -45,6 +46,7 @@ func kindPlugins() goplugin.PluginSet {
 		plugin.InfoPluginName: &plugin.InfoPlugin{},
 		plugin.KindStore:      &storeplugin.Plugin{},
 		plugin.KindMetadata:   &metaplugin.Plugin{},
+		plugin.KindTransport:  &transportplugin.Plugin{},
 	}
 }
 
@@ -56,6 +58,8 @@ type Process struct {
 	client *goplugin.Client
 	rpc    goplugin.ClientProtocol
 	pid    int
+
+	started time.Time
 
 	mu      sync.Mutex
 	killed  bool
@@ -120,7 +124,7 @@ func Launch(c Candidate, opts LaunchOptions) (*Process, error) {
 	if v := client.NegotiatedVersion(); v != plugin.ProtocolVersion {
 		return fail("protocol version %d, want %d", v, plugin.ProtocolVersion)
 	}
-	p := &Process{Cand: c, Info: info, client: client, rpc: rpc, stopMon: make(chan struct{}), monDone: make(chan struct{})}
+	p := &Process{Cand: c, Info: info, client: client, rpc: rpc, started: time.Now(), stopMon: make(chan struct{}), monDone: make(chan struct{})}
 	if rc := client.ReattachConfig(); rc != nil {
 		p.pid = rc.Pid
 	}

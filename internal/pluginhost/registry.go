@@ -34,6 +34,9 @@ type StoreOptions struct {
 
 // TransportOptions are what the host tells a transport plugin.
 type TransportOptions struct {
+	// Options are transport-specific settings, passed verbatim to an
+	// external transport plugin (builtins ignore them).
+	Options    map[string]string
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
 }
@@ -62,8 +65,8 @@ func NewRegistry() *Registry {
 }
 
 // SetDir records the plugin directory (--plugins). It must be an existing
-// directory. Plugins found there override builtins of the same name once
-// external plugin loading exists; until then the directory is only checked.
+// directory; Host.LoadDir loads the plugins found there, which override
+// builtins of the same name.
 func (r *Registry) SetDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {

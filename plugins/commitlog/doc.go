@@ -77,7 +77,21 @@
 //
 // A preallocator creates the next segment in the background and, with
 // Prefault, populates it (MADV_POPULATE_WRITE): a roll is a rename, and
-// appends take no page faults.
+// appends take no page faults. Populating works in 2 MiB chunks on a
+// per-segment cursor, ahead of the writer: first the active segment, then
+// the next one, which is published as soon as it exists (a roll never
+// waits for it, and a populated segment is never thrown away). A
+// replicated append (AppendAt, AppendAtFrom) that gets ahead of the
+// allocator populates its own pages 256 KiB at a time, one madvise rather
+// than a page fault per page; Append, the latency-sensitive producer path,
+// never does.
+//
+// AppendAtFrom (beyond store.Store; core.AppenderFrom) is AppendAt reading
+// its bytes from an io.Reader straight into the mapping: a slave reads
+// frame bodies from the socket into the segment without a copy. The put
+// lock is not held while it reads; other writers (Append, AppendAt,
+// Truncate) wait for it, readers do not, and a failed read zeroes what it
+// delivered and leaves the log unchanged.
 //
 // # Recovery (Open)
 //

@@ -67,6 +67,9 @@ func (l *Log) flushTo(target int64) error {
 	if from >= target {
 		return nil
 	}
+	if err := l.opts.Faults.check(FaultSync, l.dir); err != nil {
+		return err
+	}
 	start := time.Now()
 	segs := l.segList()
 	for _, s := range segs {
@@ -182,55 +185,116 @@ func (l *Log) trimSealed() {
 	}
 }
 
+// Prefaulting works in chunks on a per-segment cursor (segment.popTo):
+// the allocator populates warmChunk at a time ahead of the writer, first
+// the active segment, then the preallocated next one; a replicated append
+// that finds its pages not yet populated populates inlineChunk at a time
+// itself, with one madvise instead of a page fault per page. No page is
+// populated twice and no populated segment is thrown away.
+const (
+	warmChunk   = 2 << 20
+	inlineChunk = 256 << 10
+)
+
 // allocator creates the next segment in the background (RocketMQ's
-// AllocateMappedFileService), so that a roll costs a rename; it also
-// populates a segment that had to be created on the append path.
+// AllocateMappedFileService), so that a roll costs a rename, and, with
+// Prefault, populates the active and the next segment ahead of the writer.
+// Requests are served between chunks, so a roll never waits for one.
 func (l *Log) allocator() {
+	var warm []*segment // pinned segments to populate, in log order
+	defer func() {
+		for _, s := range warm {
+			s.Release()
+		}
+	}()
 	for {
+		if len(warm) == 0 {
+			select {
+			case <-l.done:
+				return
+			case start := <-l.allocReq:
+				warm = l.queueSpare(warm, start)
+			case seg := <-l.warmReq:
+				warm = queueWarm(warm, seg)
+			}
+			continue
+		}
 		select {
 		case <-l.done:
 			return
 		case start := <-l.allocReq:
-			l.preallocate(start)
+			warm = l.queueSpare(warm, start)
 		case seg := <-l.warmReq:
-			if seg.pin() {
-				if from := max(l.max.Load()-seg.start, 0); from < seg.size {
-					seg.populateFrom(from)
-				}
-				seg.Release()
+			warm = queueWarm(warm, seg)
+		default:
+			s := warm[0]
+			// Only our reference left: the log dropped the segment.
+			if s.refs.Load() <= 1 || !s.prefaultChunk(max(l.max.Load()-s.start, 0), warmChunk) {
+				s.Release()
+				warm = warm[1:]
 			}
 		}
 	}
 }
 
-func (l *Log) preallocate(start int64) {
+func (l *Log) queueSpare(warm []*segment, start int64) []*segment {
+	if sp := l.preallocate(start); sp != nil {
+		return append(warm, sp)
+	}
+	return warm
+}
+
+func queueWarm(warm []*segment, seg *segment) []*segment {
+	if seg.pin() {
+		return append(warm, seg)
+	}
+	return warm
+}
+
+// preallocate creates the segment starting at start as the spare. With
+// Prefault it returns the spare pinned, for the allocator to populate
+// (after publishing it: a roll may take it at once); on a kernel without
+// MADV_POPULATE_WRITE it populates it by touching every page first, which
+// is safe only before publishing.
+func (l *Log) preallocate(start int64) *segment {
 	l.mu.Lock()
 	gen := l.truncGen.Load()
 	skip := l.closed || (l.spare != nil && l.spare.start == start)
 	l.mu.Unlock()
 	if skip {
-		return
+		return nil
 	}
 	path := segmentPath(l.dir, start) + ".tmp"
+	if err := l.opts.Faults.check(FaultCreate, path); err != nil {
+		l.log.Warn("preallocating segment", "file", path, "error", err)
+		return nil
+	}
 	os.Remove(path) // a leftover of an earlier attempt
 	seg, err := createSegment(path, start, l.opts.SegmentSize, l.log, l.now())
 	if err != nil {
 		l.log.Warn("preallocating segment", "file", path, "error", err)
-		return
+		return nil
 	}
-	if l.opts.Prefault {
+	if l.opts.Prefault && !seg.prefaultChunk(0, warmChunk) {
 		seg.populate()
 	}
 	l.mu.Lock()
 	segs := l.segList()
 	ok := !l.closed && l.truncGen.Load() == gen && l.spare == nil && len(segs) > 0 && segs[len(segs)-1].end() == start
+	drop := !ok
 	if ok {
 		l.spare = seg
+		ok = l.opts.Prefault && seg.popTo.Load() < seg.size && seg.pin()
 	}
 	l.mu.Unlock()
-	if !ok {
+	if drop {
 		l.dropSpare(seg)
+		return nil
 	}
+	if ok {
+		return seg
+	}
+	return nil
 }
 
 // housekeeper runs retention and memory trimming every RetentionInterval.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -42,6 +43,8 @@ type Log struct {
 	lastTS     int64      // store timestamp of the last dispatched record
 	stalled    bool       // dispatch hit bytes that are not records
 	spare      *segment   // preallocated next segment, still named .tmp
+	filling    bool       // an AppendAtFrom is reading into the log
+	fillDone   sync.Cond  // signalled when filling ends; L is &mu
 
 	segs     atomic.Pointer[[]*segment] // replaced (copy on write) under mu
 	max      atomic.Int64
@@ -100,6 +103,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		warmReq:  make(chan *segment, 1),
 		done:     make(chan struct{}),
 	}
+	l.fillDone.L = &l.mu
 	l.segs.Store(&[]*segment{})
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("commitlog: open: %w", err)
@@ -177,6 +181,7 @@ func (l *Log) Append(ctx context.Context, msg *record.Message) (store.AppendResu
 	ts := now.UnixMilli()
 
 	l.mu.Lock()
+	l.waitFill()
 	if l.closed {
 		l.mu.Unlock()
 		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w", store.ErrClosed)
@@ -250,6 +255,9 @@ func (l *Log) roomFor(size int64) (*segment, error) {
 func (l *Log) roll(start int64) (*segment, error) {
 	seg := l.takeSpare(start)
 	if seg == nil {
+		if err := l.opts.Faults.check(FaultCreate, segmentPath(l.dir, start)); err != nil {
+			return nil, err
+		}
 		var err error
 		seg, err = createSegment(segmentPath(l.dir, start), start, l.opts.SegmentSize, l.log, l.now())
 		if err != nil {
@@ -327,56 +335,130 @@ func (l *Log) requestSpare(start int64) {
 func (l *Log) AppendAt(offset int64, data []byte) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	seg, mx, err := l.prepareAt(offset, len(data))
+	if err != nil || len(data) == 0 {
+		return mx, err
+	}
+	copy(seg.data[mx-seg.start:], data)
+	return l.publishAt(seg, mx, len(data)), nil
+}
+
+// AppendAtFrom is AppendAt with the n bytes read from r (as io.ReadFull)
+// straight into the segment's mapping: no intermediate buffer, no copy.
+// The log's lock is not held while r is read, so readers, Bounds, flushes
+// and checkpoints go on meanwhile; nothing becomes visible before all n
+// bytes are in. Writers (Append, AppendAt, AppendAtFrom, Truncate) wait
+// until it returns. If r fails, the bytes it delivered are zeroed again,
+// the log is unchanged and the error wraps r's. A crash meanwhile leaves at
+// most a partial tail past the max offset, as a crash inside AppendAt's
+// copy does, which recovery handles.
+func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("commitlog: append at %d: negative length %d", offset, n)
+	}
+	l.mu.Lock()
+	seg, mx, err := l.prepareAt(offset, n)
+	if err != nil || n == 0 {
+		l.mu.Unlock()
+		return mx, err
+	}
+	seg.pin() // the log holds a reference: cannot fail under mu
+	l.filling = true
+	l.mu.Unlock()
+
+	pos := mx - seg.start
+	dst := seg.data[pos : pos+int64(n) : pos+int64(n)]
+	k, rerr := io.ReadFull(r, dst)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer seg.Release()
+	l.filling = false
+	l.fillDone.Broadcast()
+	if rerr != nil {
+		clear(dst[:k])
+		return mx, fmt.Errorf("commitlog: append at %d: read %d of %d bytes: %w", offset, k, n, rerr)
+	}
 	if l.closed {
 		return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
+	}
+	return l.publishAt(seg, mx, n), nil
+}
+
+// waitFill waits until no AppendAtFrom is reading into the log (mu held).
+func (l *Log) waitFill() {
+	for l.filling && !l.closed {
+		l.fillDone.Wait()
+	}
+}
+
+// prepareAt checks an AppendAt of n bytes at offset and returns the
+// segment that takes them and the max offset where they go, restarting an
+// empty log at offset and rolling to a new segment as needed (mu held; it
+// may release and retake mu to restart the log).
+func (l *Log) prepareAt(offset int64, n int) (*segment, int64, error) {
+	l.waitFill()
+	if l.closed {
+		return nil, 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
 	}
 	mx := l.max.Load()
 	segs := l.segList()
 	if offset != mx {
 		empty := len(segs) == 0 || mx == segs[0].start
 		if !empty || offset%l.opts.SegmentSize != 0 || offset < 0 {
-			return mx, fmt.Errorf("commitlog: append at %d: %w: max offset is %d", offset, store.ErrOffsetMismatch, mx)
+			return nil, mx, fmt.Errorf("commitlog: append at %d: %w: max offset is %d", offset, store.ErrOffsetMismatch, mx)
 		}
 		// Restart the empty log at offset; that needs ckptMu, taken first.
 		l.mu.Unlock()
 		err := l.reset(offset)
 		l.mu.Lock()
 		if err != nil {
-			return l.max.Load(), err
+			return nil, l.max.Load(), err
 		}
+		l.waitFill()
 		if l.closed {
-			return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
+			return nil, 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
 		}
 		if mx = l.max.Load(); offset != mx {
-			return mx, fmt.Errorf("commitlog: append at %d: %w: max offset is %d", offset, store.ErrOffsetMismatch, mx)
+			return nil, mx, fmt.Errorf("commitlog: append at %d: %w: max offset is %d", offset, store.ErrOffsetMismatch, mx)
 		}
 		segs = l.segList()
 	}
-	if len(data) == 0 {
-		return mx, nil
+	if n == 0 {
+		return nil, mx, nil
 	}
 	var seg *segment
 	if len(segs) == 0 || mx == segs[len(segs)-1].end() {
 		var err error
 		if seg, err = l.roll(mx); err != nil {
-			return mx, err
+			return nil, mx, err
 		}
 	} else {
 		seg = segs[len(segs)-1]
 	}
 	pos := mx - seg.start
-	if pos+int64(len(data)) > seg.size {
-		return mx, fmt.Errorf("commitlog: append at %d: %w: %d bytes, %d left in segment %s", offset, store.ErrSegmentOverflow, len(data), seg.size-pos, seg.path)
+	if pos+int64(n) > seg.size {
+		return nil, mx, fmt.Errorf("commitlog: append at %d: %w: %d bytes, %d left in segment %s", offset, store.ErrSegmentOverflow, n, seg.size-pos, seg.path)
 	}
-	copy(seg.data[pos:], data)
-	next := mx + int64(len(data))
+	if l.opts.Prefault {
+		// Replicated bytes come fast and in bulk: populate what the
+		// allocator has not reached yet with one madvise per chunk rather
+		// than a page fault per page.
+		seg.prefaultTo(pos, pos+int64(n), inlineChunk)
+	}
+	return seg, mx, nil
+}
+
+// publishAt makes n bytes written at mx in seg part of the log (mu held).
+func (l *Log) publishAt(seg *segment, mx int64, n int) int64 {
+	next := mx + int64(n)
 	seg.mtime.Store(l.now().UnixNano())
 	l.max.Store(next)
 	l.dispatch()
 	l.notify()
-	l.m.appendedBytes.Add(float64(len(data)))
+	l.m.appendedBytes.Add(float64(n))
 	l.m.maxOffset.Set(float64(next))
-	return next, nil
+	return next
 }
 
 // reset empties a log that holds no bytes and restarts it at offset, a
@@ -387,6 +469,7 @@ func (l *Log) reset(offset int64) error {
 	defer l.ckptMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitFill()
 	segs := l.segList()
 	mx := l.max.Load()
 	if l.closed || mx == offset || (len(segs) > 0 && mx != segs[0].start) {
@@ -632,6 +715,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.isClosed.Store(true)
+	l.fillDone.Broadcast()
 	l.mu.Unlock()
 	close(l.done)
 	l.wg.Wait()

@@ -83,6 +83,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock for store timestamps and retention ages; nil = time.Now.
 	Now func() time.Time
+	// Faults injects file-operation errors (fault tests, faultfs.go); nil = none.
+	Faults *Faults
 }
 
 // DefaultOptions returns RocketMQ's defaults: 1 GiB segments, 4 MiB

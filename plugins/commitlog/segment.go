@@ -48,6 +48,7 @@ type segment struct {
 
 	refs     atomic.Int64
 	mtime    atomic.Int64 // Unix ns of the last write (retention age)
+	popTo    atomic.Int64 // [0, popTo) is populated, or claimed by a populating caller
 	touched  atomic.Bool  // read since the last trim (see trimSealed)
 	trimmed  atomic.Bool  // sealed, flushed and its pages released once
 	unmapErr error
@@ -169,6 +170,7 @@ func (s *segment) msync(lo, hi int64) error {
 // populate maps every page of a new, unpublished segment writable ahead
 // of use.
 func (s *segment) populate() {
+	defer s.popTo.Store(s.size)
 	if s.populateFrom(0) {
 		return
 	}
@@ -183,6 +185,44 @@ func (s *segment) populate() {
 func (s *segment) populateFrom(from int64) bool {
 	from &^= pageSize - 1
 	return unix.Madvise(s.data[from:], unix.MADV_POPULATE_WRITE) == nil
+}
+
+// prefaultChunk populates the next chunk bytes of the segment that nobody
+// populated yet, starting no lower than from (pages below the writer are
+// not worth it), with MADV_POPULATE_WRITE: safe while appends run, it
+// never changes contents. Callers claim a range on popTo before they
+// populate it, so no page is populated twice. It reports whether it did
+// any work; false also when the segment is populated to its end or the
+// kernel lacks MADV_POPULATE_WRITE (then popTo jumps to the end: nobody
+// tries again).
+func (s *segment) prefaultChunk(from, chunk int64) bool {
+	from &^= pageSize - 1
+	for {
+		cur := s.popTo.Load()
+		lo := max(cur, from)
+		if lo >= s.size {
+			return false
+		}
+		hi := min((lo+chunk+pageSize-1)&^(pageSize-1), s.size)
+		if !s.popTo.CompareAndSwap(cur, hi) {
+			continue
+		}
+		if unix.Madvise(s.data[lo:hi], unix.MADV_POPULATE_WRITE) != nil {
+			s.popTo.Store(s.size)
+			return false
+		}
+		return true
+	}
+}
+
+// prefaultTo makes sure [from, to) is populated (or being populated by
+// another caller) before a write there, in chunks of chunk bytes.
+func (s *segment) prefaultTo(from, to, chunk int64) {
+	for s.popTo.Load() < to {
+		if !s.prefaultChunk(from, chunk) {
+			return
+		}
+	}
 }
 
 // release drops the page-table entries of [lo, hi) so they stop counting

@@ -20,6 +20,7 @@ func (l *Log) Truncate(offset int64) error {
 	defer l.ckptMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitFill()
 	if l.closed {
 		return fmt.Errorf("commitlog: truncate: %w", store.ErrClosed)
 	}

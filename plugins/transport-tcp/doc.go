@@ -24,9 +24,11 @@
 // Beyond RocketMQ, TCP keepalive is on (15 s, Options.KeepAlive) so a
 // vanished peer is noticed even while a side is idle between heartbeats.
 //
-// Dialed and accepted connections are *net.TCPConn (or *tls.Conn), never a
-// wrapper: transport.FrameWriter's net.Buffers become a single writev on
-// plain TCP.
+// Dialed and accepted connections are *net.TCPConn (or *tls.Conn), except
+// with a connection limit (below), where an accepted connection embeds its
+// *net.TCPConn to release its place on Close: every method is promoted,
+// including the one net.Buffers looks for, so transport.FrameWriter's
+// net.Buffers still become a single writev on plain TCP.
 //
 // # TLS
 //
@@ -44,12 +46,39 @@
 // error. Closing the listener aborts handshakes in progress and waits for
 // those goroutines.
 //
+// # Access control and limits
+//
+// The classic protocol has no handshake: anything that connects and writes
+// 8 bytes is a slave, can read the whole commit log and, on a sync master,
+// acknowledge messages. Three listener options, all checked at accept before
+// a byte is read or a TLS handshake starts, so the core cannot tell them
+// from plain TCP:
+//
+//   - Options.Allow: the networks a peer's address must belong to
+//     (ParseAllow reads "10.0.0.7,10.0.1.0/24,fd00::/8"); any other peer is
+//     closed with one warning and
+//     replicator_transport_tcp_refused_total{reason="not_allowed"}.
+//   - Options.MaxConns and Options.MaxConnsPerIP: accepted connections open
+//     at once, in all and per peer address (TLS handshakes in progress
+//     count); over a limit, a connection is closed at once (reset) with one
+//     warning and reason "max_conns" or "max_conns_per_ip". Open ones show
+//     in replicator_transport_tcp_open_connections.
+//   - Options.AllowClientNames: with mutual TLS, the client certificate's
+//     common name or one of its DNS names must be listed, else the
+//     handshake fails (logged and counted as a handshake error).
+//
+// A refused peer costs one accept, one log line and one close; it never
+// reaches the caller's Accept.
+//
 // # Observability
 //
-// Options.Logger (hclog, nil = silent) gets debug lines per dial and accept
-// and a warning when socket options fail. Options.Registerer (nil = none)
-// gets replicator_transport_tcp_dials_total{result},
-// replicator_transport_tcp_accepts_total and
-// replicator_transport_tcp_tls_handshake_errors_total; bytes, frames and connection
-// states are counted by core, which sees the protocol.
+// Options.Logger (hclog, nil = silent) gets debug lines per dial and accept,
+// one warning per refused connection or failed server handshake, and a
+// warning when socket options fail. Options.Registerer (nil = none) gets
+// replicator_transport_tcp_dials_total{result},
+// replicator_transport_tcp_accepts_total,
+// replicator_transport_tcp_refused_total{reason},
+// replicator_transport_tcp_open_connections and
+// replicator_transport_tcp_tls_handshake_errors_total; bytes, frames and
+// connection states are counted by core, which sees the protocol.
 package tcptransport

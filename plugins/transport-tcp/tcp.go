@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,15 +54,46 @@ type Options struct {
 	// inside Dial, under the same deadline as the connect. An empty
 	// ServerName is filled in from the dialed host.
 	ClientTLS *tls.Config
-	// Logger receives debug lines for dials and accepts and warnings for
-	// socket options that could not be set. nil means no logs.
+	// Allow, when not empty, lists the networks a peer's address must
+	// belong to (a single address is a /32 or /128 prefix; IPv4-mapped IPv6
+	// peers are matched as IPv4). Listen closes any other connection at
+	// accept, before reading a byte or starting TLS, with one warning and a
+	// count in replicator_transport_tcp_refused_total{reason="not_allowed"}.
+	// Empty allows every peer, as RocketMQ does.
+	Allow []netip.Prefix
+	// AllowClientNames, when not empty, lists the client-certificate names
+	// a TLS peer may present: its verified certificate's common name or one
+	// of its DNS names must be in the list, else the handshake fails
+	// (logged and counted as a handshake error). It needs ServerTLS with
+	// ClientAuth tls.RequireAndVerifyClientCert.
+	AllowClientNames []string
+	// MaxConns bounds the accepted connections open at once (including TLS
+	// handshakes in progress); MaxConnsPerIP bounds them per peer address.
+	// A connection over a limit is closed at accept with one warning and a
+	// count in replicator_transport_tcp_refused_total{reason="max_conns"|
+	// "max_conns_per_ip"}. 0 means no limit.
+	MaxConns      int
+	MaxConnsPerIP int
+	// Logger receives debug lines for dials and accepts, one warning per
+	// refused connection or failed server handshake, and warnings for socket
+	// options that could not be set. nil means no logs.
 	Logger hclog.Logger
 	// Registerer, when set, receives the transport's metrics:
 	// replicator_transport_tcp_dials_total{result="ok"|"error"},
-	// replicator_transport_tcp_accepts_total and
+	// replicator_transport_tcp_accepts_total,
+	// replicator_transport_tcp_refused_total{reason},
+	// replicator_transport_tcp_open_connections (accepted, not yet closed;
+	// tracked only with MaxConns or MaxConnsPerIP) and
 	// replicator_transport_tcp_tls_handshake_errors_total (server side).
 	Registerer prometheus.Registerer
 }
+
+// Reasons of replicator_transport_tcp_refused_total.
+const (
+	RefusedNotAllowed    = "not_allowed"
+	RefusedMaxConns      = "max_conns"
+	RefusedMaxConnsPerIP = "max_conns_per_ip"
+)
 
 // DefaultOptions returns RocketMQ's socket settings: 5 s connect timeout,
 // TCP_NODELAY on, SO_LINGER off, OS buffer sizes, keepalive 15 s, no TLS.
@@ -75,7 +109,91 @@ func (o Options) Validate() error {
 	if o.ServerTLS != nil && len(o.ServerTLS.Certificates) == 0 && o.ServerTLS.GetCertificate == nil && o.ServerTLS.GetConfigForClient == nil {
 		return errors.New("tcptransport: ServerTLS has no certificate")
 	}
+	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
+		return fmt.Errorf("tcptransport: negative connection limit (MaxConns %d, MaxConnsPerIP %d)", o.MaxConns, o.MaxConnsPerIP)
+	}
+	for _, p := range o.Allow {
+		if !p.IsValid() {
+			return errors.New("tcptransport: invalid prefix in Allow")
+		}
+	}
+	if len(o.AllowClientNames) > 0 && (o.ServerTLS == nil || o.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert) {
+		return errors.New("tcptransport: AllowClientNames needs ServerTLS with ClientAuth RequireAndVerifyClientCert")
+	}
 	return nil
+}
+
+// ParseAllow parses a list of IP addresses and CIDR prefixes ("10.0.0.7",
+// "10.0.0.0/24", "fd00::/8") for Options.Allow. Prefixes are masked
+// ("10.0.0.7/24" means 10.0.0.0/24).
+func ParseAllow(items []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		if it == "" {
+			continue
+		}
+		if strings.Contains(it, "/") {
+			p, err := netip.ParsePrefix(it)
+			if err != nil {
+				return nil, fmt.Errorf("tcptransport: %q is not an IP address or CIDR prefix", it)
+			}
+			if p.Addr().Is4In6() {
+				if p.Bits() < 96 {
+					return nil, fmt.Errorf("tcptransport: %q: IPv4-mapped prefix shorter than /96", it)
+				}
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(it)
+		if err != nil {
+			return nil, fmt.Errorf("tcptransport: %q is not an IP address or CIDR prefix", it)
+		}
+		a = a.Unmap().WithZone("")
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// allowed reports whether Options.Allow lets a peer at a connect.
+func (o *Options) allowed(a netip.Addr) bool {
+	if len(o.Allow) == 0 {
+		return true
+	}
+	a = a.Unmap().WithZone("")
+	for _, p := range o.Allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyClientName returns a tls.Config.VerifyConnection that requires the
+// verified client certificate's common name or a DNS name to be in names.
+func verifyClientName(names []string, prev func(tls.ConnectionState) error) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if prev != nil {
+			if err := prev(cs); err != nil {
+				return err
+			}
+		}
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("tcptransport: no client certificate")
+		}
+		leaf := cs.PeerCertificates[0]
+		if slices.Contains(names, leaf.Subject.CommonName) {
+			return nil
+		}
+		for _, dns := range leaf.DNSNames {
+			if slices.Contains(names, dns) {
+				return nil
+			}
+		}
+		return fmt.Errorf("tcptransport: client certificate (common name %q, DNS names %q) is not in the allowed client names", leaf.Subject.CommonName, leaf.DNSNames)
+	}
 }
 
 // Transport is the default HA transport: real TCP, RocketMQ's socket
@@ -86,6 +204,8 @@ type Transport struct {
 	dialOK  prometheus.Counter
 	dialErr prometheus.Counter
 	accepts prometheus.Counter
+	refused *prometheus.CounterVec
+	open    prometheus.Gauge
 	// handshakeErr counts failed server-side TLS handshakes.
 	handshakeErr prometheus.Counter
 }
@@ -104,6 +224,12 @@ func New(opts Options) *Transport {
 		log.Warn("ignoring invalid transport options", "error", err)
 		opts.SendBufferSize = max(opts.SendBufferSize, 0)
 		opts.ReceiveBufferSize = max(opts.ReceiveBufferSize, 0)
+		opts.MaxConns = max(opts.MaxConns, 0)
+		opts.MaxConnsPerIP = max(opts.MaxConnsPerIP, 0)
+		opts.Allow = slices.DeleteFunc(slices.Clone(opts.Allow), func(p netip.Prefix) bool { return !p.IsValid() })
+		if opts.ServerTLS == nil || opts.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+			opts.AllowClientNames = nil
+		}
 	}
 	if opts.ConnectTimeout == 0 {
 		opts.ConnectTimeout = DefaultConnectTimeout
@@ -124,11 +250,25 @@ func New(opts Options) *Transport {
 		Name: "replicator_transport_tcp_tls_handshake_errors_total",
 		Help: "Accepted HA connections dropped because the TLS handshake failed.",
 	})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicator_transport_tcp_refused_total",
+		Help: "HA connections closed at accept, by reason: not_allowed (not in the allow list), max_conns, max_conns_per_ip.",
+	}, []string{"reason"})
+	open := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "replicator_transport_tcp_open_connections",
+		Help: "Accepted HA connections not yet closed (tracked when a connection limit is set).",
+	})
 	if r := opts.Registerer; r != nil {
 		dials = register(r, dials, log)
 		accepts = register(r, accepts, log)
 		hsErr = register(r, hsErr, log)
+		refused = register(r, refused, log)
+		open = register(r, open, log)
 	}
+	for _, reason := range []string{RefusedNotAllowed, RefusedMaxConns, RefusedMaxConnsPerIP} {
+		refused.WithLabelValues(reason)
+	}
+	t.refused, t.open = refused, open
 	t.handshakeErr = hsErr
 	t.dialOK, t.dialErr, t.accepts = dials.WithLabelValues("ok"), dials.WithLabelValues("error"), accepts
 	return t
@@ -167,10 +307,16 @@ func (t *Transport) Listen(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tcptransport: listen %s: %w", addr, err)
 	}
-	t.log.Debug("listening", "addr", ln.Addr().String(), "tls", t.opts.ServerTLS != nil)
-	l := &listener{TCPListener: ln.(*net.TCPListener), t: t}
+	t.log.Debug("listening", "addr", ln.Addr().String(), "tls", t.opts.ServerTLS != nil,
+		"allow", len(t.opts.Allow), "max_conns", t.opts.MaxConns, "max_conns_per_ip", t.opts.MaxConnsPerIP)
+	l := &listener{TCPListener: ln.(*net.TCPListener), t: t, perIP: map[netip.Addr]int{}}
 	if t.opts.ServerTLS != nil {
-		return newTLSListener(l, t.opts.ServerTLS), nil
+		cfg := t.opts.ServerTLS
+		if len(t.opts.AllowClientNames) > 0 {
+			cfg = cfg.Clone()
+			cfg.VerifyConnection = verifyClientName(slices.Clone(t.opts.AllowClientNames), cfg.VerifyConnection)
+		}
+		return newTLSListener(l, cfg), nil
 	}
 	return l, nil
 }
@@ -178,7 +324,68 @@ func (t *Transport) Listen(addr string) (net.Listener, error) {
 type listener struct {
 	*net.TCPListener
 	t *Transport
+
+	mu    sync.Mutex // guards the counts below
+	open  int
+	perIP map[netip.Addr]int
 }
+
+// admit applies the allow list and the connection limits to a peer, and
+// counts it as open when it passes. It returns the refusal reason, or "".
+func (l *listener) admit(ip netip.Addr) string {
+	o := &l.t.opts
+	if !o.allowed(ip) {
+		return RefusedNotAllowed
+	}
+	if o.MaxConns == 0 && o.MaxConnsPerIP == 0 {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o.MaxConns > 0 && l.open >= o.MaxConns {
+		return RefusedMaxConns
+	}
+	if o.MaxConnsPerIP > 0 && l.perIP[ip] >= o.MaxConnsPerIP {
+		return RefusedMaxConnsPerIP
+	}
+	l.open++
+	l.perIP[ip]++
+	l.t.open.Inc()
+	return ""
+}
+
+// release forgets one open connection of ip.
+func (l *listener) release(ip netip.Addr) {
+	l.mu.Lock()
+	l.open--
+	if n := l.perIP[ip] - 1; n > 0 {
+		l.perIP[ip] = n
+	} else {
+		delete(l.perIP, ip)
+	}
+	l.mu.Unlock()
+	l.t.open.Dec()
+}
+
+// trackedConn is an accepted connection counted against the limits until
+// it is closed. It embeds *net.TCPConn, so every method of the TCP
+// connection is promoted, including the one net.Buffers uses for writev.
+type trackedConn struct {
+	*net.TCPConn
+	l    *listener
+	ip   netip.Addr
+	once sync.Once
+}
+
+// Close closes the connection and releases its place under the limits.
+func (c *trackedConn) Close() error {
+	err := c.TCPConn.Close()
+	c.once.Do(func() { c.l.release(c.ip) })
+	return err
+}
+
+// NetConn returns the underlying TCP connection (as tls.Conn.NetConn does).
+func (c *trackedConn) NetConn() net.Conn { return c.TCPConn }
 
 // Accept waits for the next connection. A connection whose socket options
 // cannot be set is closed and skipped (with a warning), never returned as an
@@ -190,14 +397,26 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		ip := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().WithZone("")
+		if reason := l.admit(ip); reason != "" {
+			l.t.refused.WithLabelValues(reason).Inc()
+			l.t.log.Warn("refusing HA connection", "remote", c.RemoteAddr().String(), "reason", reason)
+			c.SetLinger(0) // reset: the refused peer holds no server-side state
+			c.Close()
+			continue
+		}
+		var out net.Conn = c
+		if l.t.opts.MaxConns > 0 || l.t.opts.MaxConnsPerIP > 0 {
+			out = &trackedConn{TCPConn: c, l: l, ip: ip}
+		}
 		if err := l.t.tune(c); err != nil {
 			l.t.log.Warn("closing accepted connection: socket options", "remote", c.RemoteAddr().String(), "error", err)
-			c.Close()
+			out.Close()
 			continue
 		}
 		l.t.accepts.Inc()
 		l.t.log.Debug("accepted", "remote", c.RemoteAddr().String())
-		return c, nil
+		return out, nil
 	}
 }
 

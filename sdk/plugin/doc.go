@@ -25,4 +25,23 @@
 // gRPC on a unix socket. On Linux the host sets a parent-death signal on the
 // plugin's command; on every system Serve also runs a watchdog that exits the
 // plugin when its parent process changes.
+//
+// # Side channels
+//
+// What gRPC cannot carry (file descriptors) or carries too slowly for a
+// round trip per message (a store's append stream) goes on a side channel:
+// a plain unix socket the host creates in a private directory (mode 0700)
+// and names, with a 32-byte random token, on the gRPC control plane
+// (ListenSide); the plugin dials it and writes the token first (DialSide);
+// the host accepts only the connection that presents it and removes the
+// socket. sdk/transportplugin passes connected sockets on one
+// (SCM_RIGHTS), sdk/storeplugin runs its append stream on one.
+//
+// # Crashes
+//
+// The host detects a plugin process that exits without being asked to,
+// logs it and counts it (replicator_plugin_crashes_total{kind,name}). A
+// metadata plugin is restarted with backoff
+// (replicator_plugin_restarts_total); a store or transport plugin is not,
+// and the node stops cleanly. See each kind's package for why.
 package plugin

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -39,6 +40,13 @@ type ClientConfig struct {
 	// DisableInPlace sends AppendAt's bytes on the append stream and waits
 	// for the plugin's ack, even when the plugin shares its files.
 	DisableInPlace bool
+	// DisableHostAppends sends every Append to the plugin and waits for its
+	// answer, even when the plugin takes host writes into its shared files
+	// (see hostappend.go).
+	DisableHostAppends bool
+	// DisableSideChannel keeps appends on the gRPC Append stream even when
+	// the plugin offers the unix-socket side channel (AppendChannel).
+	DisableSideChannel bool
 	// CallTimeout bounds each control-plane call (default 30s).
 	CallTimeout time.Duration
 	// Logger receives the client's own logs; nil = none.
@@ -88,8 +96,13 @@ type Client struct {
 	dead     error // set once the plugin is known to be gone
 	closed   bool
 
-	app *appender
-	rd  reader
+	// Segment geometry at Open, for merging in-place ops: every segment
+	// starts at segAnchor plus a multiple of segSize (0: do not merge).
+	segSize, segAnchor int64
+
+	app    *appender
+	rd     reader
+	noSide atomic.Bool // the side channel failed once: use the gRPC stream
 
 	// In-place appends (see AppendAt).
 	inplace  bool
@@ -97,6 +110,15 @@ type Client struct {
 	asyncErr error // under mu: the first failed in-place append; sticky
 	wmu      sync.Mutex
 	wfiles   map[int64]*os.File // under wmu: segment files open for writing
+
+	// Host-encoded appends (hostappend.go).
+	hostOn       bool               // host-encoded appends configured (set by Open)
+	hostAppends  bool               // under mu: still on (a failed batch turns them off)
+	maxRecord    int                // records above go to the plugin
+	queues       map[queueKey]int64 // under mu: next queue offsets learned
+	pendingSlow  int                // under mu: Appends sent to the plugin, not answered
+	encBuf       []byte             // under wmu
+	hostAppended atomic.Uint64
 }
 
 var (
@@ -123,10 +145,15 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 		watchers: make(map[*chan<- struct{}]struct{}),
 	}
 	cl.observe(resp.Bounds)
+	cl.segSize, cl.segAnchor = cl.bounds.SegmentSize, cl.bounds.LastSegmentStart
 	if cl.shares {
 		cl.rd = newMmapReader(cl)
-		cl.inplace = !cfg.DisableInPlace
+		cl.inplace = !cfg.DisableInPlace && !resp.NoHostWrites
 		cl.wfiles = map[int64]*os.File{}
+		if on, maxRec := hostAppendConfig(req); on && cl.inplace && !cfg.DisableHostAppends {
+			cl.hostOn, cl.hostAppends, cl.maxRecord = true, true, maxRec
+			cl.queues = map[queueKey]int64{}
+		}
 	} else {
 		cl.rd = newStreamReader(cl)
 	}
@@ -263,14 +290,34 @@ func (c *Client) Append(ctx context.Context, msg *record.Message) (store.AppendR
 	if err := c.check(); err != nil {
 		return store.AppendResult{}, err
 	}
-	pm := messageToProto(msg)
-	size := len(pm.Body) + len(pm.Topic) + 96
-	for k, v := range pm.Properties {
-		size += len(k) + len(v) + 2
-	}
-	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Message{Message: pm}}, size: size, done: make(chan opDone, 1)}
-	if err := c.app.enqueue(op); err != nil {
-		return store.AppendResult{}, err
+	var op *pendingOp
+	if c.hostOn {
+		c.wmu.Lock()
+		res, done, err := c.appendEncoded(ctx, msg)
+		if done {
+			c.wmu.Unlock()
+			return res, err
+		}
+		// Still under wmu: no host-encoded append can slip in between the
+		// count and the enqueue (its offset would be this record's).
+		op = c.messageOp(msg)
+		op.hook = c.slowAppendDone(queueKey{msg.Topic, msg.QueueID})
+		c.mu.Lock()
+		c.pendingSlow++
+		c.mu.Unlock()
+		err = c.app.enqueue(op)
+		c.wmu.Unlock()
+		if err != nil {
+			c.mu.Lock()
+			c.pendingSlow--
+			c.mu.Unlock()
+			return store.AppendResult{}, err
+		}
+	} else {
+		op = c.messageOp(msg)
+		if err := c.app.enqueue(op); err != nil {
+			return store.AppendResult{}, err
+		}
 	}
 	select {
 	case d := <-op.done:
@@ -281,6 +328,16 @@ func (c *Client) Append(ctx context.Context, msg *record.Message) (store.AppendR
 	case <-ctx.Done():
 		return store.AppendResult{}, ctx.Err()
 	}
+}
+
+// messageOp wraps an Append for the append stream.
+func (c *Client) messageOp(msg *record.Message) *pendingOp {
+	pm := messageToProto(msg)
+	size := len(pm.Body) + len(pm.Topic) + 96
+	for k, v := range pm.Properties {
+		size += len(k) + len(v) + 2
+	}
+	return &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Message{Message: pm}}, size: size, done: make(chan opDone, 1)}
 }
 
 // AppendAt writes raw bytes at offset. When the plugin shares its files and
@@ -298,6 +355,9 @@ func (c *Client) AppendAt(offset int64, data []byte) (int64, error) {
 	if c.inplace {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
+		if c.hostOn {
+			c.forgetQueues() // raw bytes may hold any queue's records
+		}
 		if max, done, err := c.appendInPlace(offset, data); done {
 			return max, err
 		}
@@ -413,6 +473,7 @@ func (c *Client) Truncate(offset int64) error {
 	}
 	c.mu.Lock()
 	c.proj = 0
+	clear(c.queues)
 	c.mu.Unlock()
 	c.observe(b)
 	return nil

@@ -60,7 +60,110 @@ func TestPluginStoreConformanceMmap(t *testing.T) {
 
 func TestPluginStoreConformanceReadStream(t *testing.T) {
 	// Tiny chunks and read-ahead: many chunks per segment.
-	storetest.Run(t, storetest.PluginFactory(openShared, storeplugin.ClientConfig{DisableMmap: true, ChunkBytes: 3000, ReadAheadBytes: 7000, BatchBytes: 4096}))
+	// The gRPC Append stream instead of the side channel, too.
+	storetest.Run(t, storetest.PluginFactory(openShared, storeplugin.ClientConfig{DisableMmap: true, ChunkBytes: 3000, ReadAheadBytes: 7000, BatchBytes: 4096, DisableSideChannel: true}))
+}
+
+// TestPluginStoreSideChannel: appends use the unix-socket side channel by
+// default and the gRPC stream when it is disabled; both store the same.
+func TestPluginStoreSideChannel(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		cl := openClient(t, openPlain, storeplugin.ClientConfig{DisableSideChannel: disable})
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for j := range 50 {
+					if _, err := cl.Append(context.Background(), &record.Message{Topic: "T", Body: []byte(fmt.Sprint(i, j))}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		st := cl.Stats()
+		if st.SideChannel == disable || st.Ops != 400 {
+			t.Fatalf("DisableSideChannel=%v: stats %+v", disable, st)
+		}
+		recs, _, err := cl.ReadMessages(0, 1000)
+		if err != nil || len(recs) != 400 {
+			t.Fatalf("read back %d records: %v", len(recs), err)
+		}
+		if err := cl.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// probeStore records, for each AppendAt, whether the host had already
+// written the bytes into the segment file (an in-place append).
+type probeStore struct {
+	sharedStore
+	mu         sync.Mutex
+	prewritten []bool
+}
+
+func (p *probeStore) AppendAt(offset int64, data []byte) (int64, error) {
+	b := p.Bounds()
+	base := offset - (offset-b.LastSegmentStart)%b.SegmentSize
+	got := make([]byte, len(data))
+	pre := false
+	if f, err := os.Open(p.Path(base)); err == nil {
+		n, _ := f.ReadAt(got, offset-base)
+		f.Close()
+		pre = n == len(data) && bytes.Equal(got, data)
+	}
+	p.mu.Lock()
+	p.prewritten = append(p.prewritten, pre)
+	p.mu.Unlock()
+	return p.sharedStore.AppendAt(offset, data)
+}
+
+type noWritesStore struct{ *probeStore }
+
+func (noWritesStore) NoHostWrites() {}
+
+// TestPluginStoreNoHostWrites: a store that shares its files writes the
+// slave's bytes in place (the host pwrites them first) unless it is marked
+// NoHostWrites; then they come on the append stream.
+func TestPluginStoreNoHostWrites(t *testing.T) {
+	for _, noWrites := range []bool{false, true} {
+		var probe *probeStore
+		cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
+			st, err := openShared(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			probe = &probeStore{sharedStore: st.(sharedStore)}
+			if noWrites {
+				return noWritesStore{probe}, nil
+			}
+			return probe, nil
+		}, storeplugin.ClientConfig{})
+		data := bytes.Repeat([]byte{9}, 1000)
+		for i := range 3 {
+			if _, err := cl.AppendAt(int64(i*1000), data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.Flush(); err != nil { // waits for the in-place acks
+			t.Fatal(err)
+		}
+		probe.mu.Lock()
+		got := fmt.Sprint(probe.prewritten)
+		probe.mu.Unlock()
+		// The first creates the segment; contiguous in-place appends may be
+		// adopted by one AppendAt.
+		ok := got == "[false true true]" || got == "[false true]"
+		want := "[false true true] or [false true]"
+		if noWrites {
+			want = "[false false false]"
+			ok = got == want
+		}
+		if !ok {
+			t.Fatalf("NoHostWrites=%v: prewritten %s, want %s", noWrites, got, want)
+		}
+		cl.Close()
+	}
 }
 
 func openClient(t *testing.T, open storeplugin.Opener, cfg storeplugin.ClientConfig) *storeplugin.Client {
@@ -265,5 +368,108 @@ func TestPluginStoreInPlaceFailure(t *testing.T) {
 	}
 	if _, err := cl.AppendAt(3000, data); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("AppendAt after a refused in-place append: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestPluginStoreHostEncoded: with a store that takes host writes, Appends
+// after the first of each queue are encoded and written by the host (no
+// round trip); the plugin adopts them: the same records, queue offsets and
+// results as through the plugin, across a segment roll and a restart.
+func TestPluginStoreHostEncoded(t *testing.T) {
+	dir := t.TempDir()
+	open := func(cfg storeplugin.ClientConfig) *storeplugin.Client {
+		cl, err := storetest.ServePlugin(t, openShared).Open(context.Background(),
+			storeplugin.OpenRequest{Dir: dir, SegmentSize: 1 << 20, Options: map[string]string{"max_message_size": "65536"}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	cl := open(storeplugin.ClientConfig{})
+	type put struct {
+		msg *record.Message
+		res store.AppendResult
+	}
+	var mu sync.Mutex
+	var puts []put
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				m := &record.Message{Topic: fmt.Sprint("T", g%2), QueueID: int32(i % 3), Body: bytes.Repeat([]byte{byte(i)}, 3000+i)}
+				res, err := cl.Append(context.Background(), m)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				puts = append(puts, put{m, res})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// One producer: after the first Append of a queue, only a segment roll
+	// (at most one in 150 KB) goes to the plugin. (Concurrent producers also
+	// go to it while an earlier Append to it awaits its answer.)
+	before := cl.Stats().HostEncoded
+	for range 50 {
+		m := &record.Message{Topic: "T0", QueueID: 1, Body: bytes.Repeat([]byte{7}, 3000)}
+		res, err := cl.Append(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		puts = append(puts, put{m, res})
+	}
+	if n := cl.Stats().HostEncoded - before; n < 48 {
+		t.Fatalf("only %d of 50 sequential appends host-encoded: %+v", n, cl.Stats())
+	}
+	check := func(cl *storeplugin.Client) {
+		t.Helper()
+		byOffset := map[int64]put{}
+		next := map[string]int64{}
+		for _, p := range puts {
+			byOffset[p.res.Offset] = p
+		}
+		n := 0
+		for off := int64(0); ; {
+			recs, nxt, err := cl.ReadMessages(off, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			for _, r := range recs {
+				p, ok := byOffset[r.PhysicalOffset]
+				if !ok || !bytes.Equal(r.Message.Body, p.msg.Body) || r.QueueOffset != p.res.QueueOffset || r.StoreTimestamp != p.res.StoreTimestamp {
+					t.Fatalf("record at %d differs from its Append's result %+v", r.PhysicalOffset, p.res)
+				}
+				k := fmt.Sprint(r.Message.Topic, "/", r.Message.QueueID)
+				if r.QueueOffset != next[k] {
+					t.Fatalf("queue %s: offset %d, want %d", k, r.QueueOffset, next[k])
+				}
+				next[k]++
+				n++
+			}
+			off = nxt
+		}
+		if n != len(puts) {
+			t.Fatalf("%d records, want %d", n, len(puts))
+		}
+	}
+	check(cl)
+	if b := cl.Bounds(); b.LastSegmentStart == 0 {
+		t.Fatalf("no segment roll: %+v", b)
+	}
+	if err := cl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cl = open(storeplugin.ClientConfig{DisableHostAppends: true})
+	defer cl.Close()
+	check(cl)
+	res, err := cl.Append(context.Background(), &record.Message{Topic: "T0", QueueID: 0, Body: []byte("after")})
+	if err != nil || cl.Stats().HostEncoded != 0 {
+		t.Fatalf("append with host appends off: %+v %v %+v", res, err, cl.Stats())
 	}
 }

@@ -21,6 +21,13 @@ import (
 // offset, which the Store interface does not signal.
 const flushedPoll = 50 * time.Millisecond
 
+// watchMinInterval spaces a Watch stream's pushes: changes within it are
+// coalesced into one push. The host learns the max offset of its own
+// appends from their acks, so the stream only has to carry what changes
+// on the plugin's own (flushed offset, retention); one push per append
+// would put a gRPC message per message back on the data path.
+const watchMinInterval = 10 * time.Millisecond
+
 // server adapts gRPC calls onto the plugin's Store.
 type server struct {
 	storev1.UnimplementedStoreServer
@@ -33,6 +40,7 @@ type server struct {
 	seq    uint64
 
 	files inPlaceFiles // for InPlace ops; used by the Append stream only
+	sides sideConns    // append side channels
 }
 
 func newServer(open Opener, logger hclog.Logger) *server {
@@ -85,8 +93,9 @@ func (s *server) Open(ctx context.Context, req *storev1.OpenRequest) (*storev1.O
 	}
 	s.st = st
 	_, shares := st.(SegmentFiles)
+	_, noWrites := st.(NoHostWrites)
 	s.seq++
-	return &storev1.OpenResponse{Bounds: boundsToProto(st.Bounds(), s.seq), SharesFiles: shares}, nil
+	return &storev1.OpenResponse{Bounds: boundsToProto(st.Bounds(), s.seq), SharesFiles: shares, NoHostWrites: noWrites}, nil
 }
 
 func (s *server) GetBounds(context.Context, *storev1.BoundsRequest) (*storev1.Bounds, error) {
@@ -169,6 +178,7 @@ func (s *server) Close(context.Context, *storev1.CloseRequest) (*storev1.CloseRe
 	if already {
 		return nil, toStatus(store.ErrClosed)
 	}
+	s.sides.closeAll()
 	if st == nil {
 		return &storev1.CloseResponse{}, nil
 	}
@@ -185,9 +195,15 @@ func (s *server) Append(stream storev1.Store_AppendServer) error {
 	if err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	return s.serveAppend(stream.Context(), st, stream.Recv, func(a *storev1.AppendAck) error { return stream.Send(a) })
+}
+
+// serveAppend is the plugin's end of one append stream (gRPC or side
+// channel): it applies each batch in order and answers it with one ack.
+// It returns nil when the host ends the stream.
+func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*storev1.AppendBatch, error), send func(*storev1.AppendAck) error) error {
 	for {
-		b, err := stream.Recv()
+		b, err := recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -214,7 +230,7 @@ func (s *server) Append(stream storev1.Store_AppendServer) error {
 			ack.Results[i] = r
 		}
 		ack.Bounds = s.bounds(st)
-		if err := stream.Send(ack); err != nil {
+		if err := send(ack); err != nil {
 			return err
 		}
 	}
@@ -282,6 +298,11 @@ func (s *server) Watch(_ *storev1.WatchRequest, stream storev1.Store_WatchServer
 			if err := stream.Send(b); err != nil {
 				return err
 			}
+			select {
+			case <-stream.Context().Done():
+				return nil
+			case <-time.After(watchMinInterval):
+			}
 		}
 		s.mu.Lock()
 		closed := s.closed
@@ -311,8 +332,8 @@ const maxInPlace = 64 << 20
 
 func (f *inPlaceFiles) appendInPlace(st store.Store, offset, length int64) (int64, error) {
 	sf, ok := st.(SegmentFiles)
-	if !ok {
-		return 0, fmt.Errorf("storeplugin: in-place append at %d: the store does not share its files: %w", offset, store.ErrCorrupt)
+	if _, no := st.(NoHostWrites); !ok || no {
+		return 0, fmt.Errorf("storeplugin: in-place append at %d: the store does not take host writes into its files: %w", offset, store.ErrCorrupt)
 	}
 	if length < 0 || length > maxInPlace {
 		return 0, fmt.Errorf("storeplugin: in-place append of %d bytes: %w", length, store.ErrSegmentOverflow)

@@ -20,5 +20,10 @@
 // the max offset (the slave path), reads (views, never across a segment end),
 // record decoding across segment boundaries and end-of-file fillers,
 // truncation, the sentinel errors, Watch, Close and recovery after a
-// restart. Every subtest works in its own t.TempDir.
+// restart, of a log written by Append and of a replica written by AppendAt.
+// Through PluginFactory, with a store that implements
+// storeplugin.SegmentFiles, the replica is written by the host's in-place
+// writes into the plugin's files: the replica restart case checks the
+// store meets that contract (see storeplugin.SegmentFiles). Every subtest
+// works in its own t.TempDir.
 package storetest

@@ -38,6 +38,8 @@ func Run(t *testing.T, open Factory) {
 		{"Watch", testWatch},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"Restart", testRestart},
+		{"ReplicaRestart", testReplicaRestart},
+		{"ReplicaQueueOffsets", testReplicaQueueOffsets},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
@@ -585,6 +587,92 @@ func testRestart(t *testing.T, open Factory) {
 	}
 	if a.QueueOffset != want {
 		t.Fatalf("queue offset after a restart %d, want %d", a.QueueOffset, want)
+	}
+}
+
+// testReplicaRestart: a replica written with AppendAt (through the plugin
+// boundary: the host's in-place writes into shared segment files) reopens
+// with the same bounds, bytes and records. A store that writes AppendAt's
+// bytes at the file's end instead of their offset, or that counts bytes
+// past its max offset as part of the log, fails here.
+func testReplicaRestart(t *testing.T, open Factory) {
+	src := openStore(t, open, t.TempDir())
+	defer closeStore(t, src)
+	seg := src.Bounds().SegmentSize
+	r := rand.New(rand.NewPCG(21, 22))
+	var msgs []*record.Message
+	for i := 0; src.Bounds().Max < seg+seg/2; i++ {
+		m, _ := appendN(t, src, r, i, 1)
+		msgs = append(msgs, m...)
+	}
+	max := src.Bounds().Max
+	dir := t.TempDir()
+	dst := openStore(t, open, dir)
+	replicate(t, src, dst, 0, max, 5000)
+	before := dst.Bounds()
+	closeStore(t, dst)
+
+	dst = openStore(t, open, dir)
+	defer closeStore(t, dst)
+	after := dst.Bounds()
+	if after.Min != before.Min || after.Max != max || after.LastSegmentStart != before.LastSegmentStart {
+		t.Fatalf("replica bounds after a restart %+v, before %+v (max %d)", after, before, max)
+	}
+	if !bytes.Equal(readBytes(t, dst, 0, max, 8192), readBytes(t, src, 0, max, 8192)) {
+		t.Fatal("replica bytes differ from the source after a restart")
+	}
+	recs := readAll(t, dst)
+	if len(recs) != len(msgs) {
+		t.Fatalf("replica has %d records after a restart, want %d", len(recs), len(msgs))
+	}
+	for i := range recs {
+		sameMessage(t, i, recs[i].Message, msgs[i])
+	}
+	// It goes on where it stopped.
+	more := make([]byte, 100)
+	if _, err := dst.AppendAt(max, more); err != nil {
+		t.Fatalf("AppendAt after a restart: %v", err)
+	}
+}
+
+// testReplicaQueueOffsets: a log written with AppendAt (a replica) knows
+// its records' queue offsets: Append continues each queue where the copied
+// records left it (a promoted slave; and the host's own encoded appends
+// through the plugin boundary rely on it).
+func testReplicaQueueOffsets(t *testing.T, open Factory) {
+	src := openStore(t, open, t.TempDir())
+	defer closeStore(t, src)
+	r := rand.New(rand.NewPCG(23, 24))
+	var msgs []*record.Message
+	var res []store.AppendResult
+	for i := range 40 {
+		m, a := appendN(t, src, r, i, 1)
+		msgs, res = append(msgs, m...), append(res, a...)
+	}
+	max := src.Bounds().Max
+	dst := openStore(t, open, t.TempDir())
+	defer closeStore(t, dst)
+	replicate(t, src, dst, 0, max, 3000)
+	for _, q := range []int{0, 1} {
+		m := message(r, q)
+		var want int64
+		for i, pm := range msgs {
+			if pm.Topic == m.Topic && pm.QueueID == m.QueueID {
+				want = res[i].QueueOffset + 1
+			}
+		}
+		a, err := dst.Append(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Offset != max || a.QueueOffset != want {
+			t.Fatalf("append after replication: offset %d queue offset %d, want %d and %d", a.Offset, a.QueueOffset, max, want)
+		}
+		max = a.NextOffset
+	}
+	recs, _, err := dst.ReadMessages(res[len(res)-1].Offset, 10)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("reading the appended records back: %d records, %v", len(recs), err)
 	}
 }
 

@@ -95,7 +95,8 @@ func (x *OpenRequest) GetOptions() map[string]string {
 type OpenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Bounds        *Bounds                `protobuf:"bytes,1,opt,name=bounds,proto3" json:"bounds,omitempty"`
-	SharesFiles   bool                   `protobuf:"varint,2,opt,name=shares_files,json=sharesFiles,proto3" json:"shares_files,omitempty"` // SegmentFile answers: the host may map segment files
+	SharesFiles   bool                   `protobuf:"varint,2,opt,name=shares_files,json=sharesFiles,proto3" json:"shares_files,omitempty"`      // SegmentFile answers: the host may map segment files
+	NoHostWrites  bool                   `protobuf:"varint,3,opt,name=no_host_writes,json=noHostWrites,proto3" json:"no_host_writes,omitempty"` // the host must not write AppendAt's bytes into them (InPlace)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +141,13 @@ func (x *OpenResponse) GetBounds() *Bounds {
 func (x *OpenResponse) GetSharesFiles() bool {
 	if x != nil {
 		return x.SharesFiles
+	}
+	return false
+}
+
+func (x *OpenResponse) GetNoHostWrites() bool {
+	if x != nil {
+		return x.NoHostWrites
 	}
 	return false
 }
@@ -1338,6 +1346,94 @@ func (x *AppendAck) GetBounds() *Bounds {
 	return nil
 }
 
+type AppendChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Socket        string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"` // path of the host's unix socket to dial
+	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`   // written first on that socket (32 bytes)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendChannelRequest) Reset() {
+	*x = AppendChannelRequest{}
+	mi := &file_storev1_store_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendChannelRequest) ProtoMessage() {}
+
+func (x *AppendChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_storev1_store_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendChannelRequest.ProtoReflect.Descriptor instead.
+func (*AppendChannelRequest) Descriptor() ([]byte, []int) {
+	return file_storev1_store_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AppendChannelRequest) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *AppendChannelRequest) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type AppendChannelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendChannelResponse) Reset() {
+	*x = AppendChannelResponse{}
+	mi := &file_storev1_store_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendChannelResponse) ProtoMessage() {}
+
+func (x *AppendChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_storev1_store_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendChannelResponse.ProtoReflect.Descriptor instead.
+func (*AppendChannelResponse) Descriptor() ([]byte, []int) {
+	return file_storev1_store_proto_rawDescGZIP(), []int{23}
+}
+
 type ReadStreamRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          int64                  `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -1349,7 +1445,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_storev1_store_proto_msgTypes[22]
+	mi := &file_storev1_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1457,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_storev1_store_proto_msgTypes[22]
+	mi := &file_storev1_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1470,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_storev1_store_proto_rawDescGZIP(), []int{22}
+	return file_storev1_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadStreamRequest) GetFrom() int64 {
@@ -1408,7 +1504,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_storev1_store_proto_msgTypes[23]
+	mi := &file_storev1_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1516,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_storev1_store_proto_msgTypes[23]
+	mi := &file_storev1_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1529,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_storev1_store_proto_rawDescGZIP(), []int{23}
+	return file_storev1_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Chunk) GetOffset() int64 {
@@ -1458,7 +1554,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_storev1_store_proto_msgTypes[24]
+	mi := &file_storev1_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1566,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_storev1_store_proto_msgTypes[24]
+	mi := &file_storev1_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1579,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_storev1_store_proto_rawDescGZIP(), []int{24}
+	return file_storev1_store_proto_rawDescGZIP(), []int{26}
 }
 
 var File_storev1_store_proto protoreflect.FileDescriptor
@@ -1497,10 +1593,11 @@ const file_storev1_store_proto_rawDesc = "" +
 	"\aoptions\x18\x03 \x03(\v2-.replicator.store.v1.OpenRequest.OptionsEntryR\aoptions\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
 	"\fOpenResponse\x123\n" +
 	"\x06bounds\x18\x01 \x01(\v2\x1b.replicator.store.v1.BoundsR\x06bounds\x12!\n" +
-	"\fshares_files\x18\x02 \x01(\bR\vsharesFiles\"\x0f\n" +
+	"\fshares_files\x18\x02 \x01(\bR\vsharesFiles\x12$\n" +
+	"\x0eno_host_writes\x18\x03 \x01(\bR\fnoHostWrites\"\x0f\n" +
 	"\rBoundsRequest\"\xa9\x01\n" +
 	"\x06Bounds\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x03R\x03min\x12\x10\n" +
@@ -1584,7 +1681,11 @@ const file_storev1_store_proto_rawDesc = "" +
 	"\tAppendAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x127\n" +
 	"\aresults\x18\x02 \x03(\v2\x1d.replicator.store.v1.OpResultR\aresults\x123\n" +
-	"\x06bounds\x18\x03 \x01(\v2\x1b.replicator.store.v1.BoundsR\x06bounds\"e\n" +
+	"\x06bounds\x18\x03 \x01(\v2\x1b.replicator.store.v1.BoundsR\x06bounds\"D\n" +
+	"\x14AppendChannelRequest\x12\x16\n" +
+	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\fR\x05token\"\x17\n" +
+	"\x15AppendChannelResponse\"e\n" +
 	"\x11ReadStreamRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x1f\n" +
@@ -1593,7 +1694,7 @@ const file_storev1_store_proto_rawDesc = "" +
 	"\x05Chunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\x0e\n" +
-	"\fWatchRequest2\xc0\x06\n" +
+	"\fWatchRequest2\xa8\a\n" +
 	"\x05Store\x12K\n" +
 	"\x04Open\x12 .replicator.store.v1.OpenRequest\x1a!.replicator.store.v1.OpenResponse\x12L\n" +
 	"\tGetBounds\x12\".replicator.store.v1.BoundsRequest\x1a\x1b.replicator.store.v1.Bounds\x12M\n" +
@@ -1602,7 +1703,8 @@ const file_storev1_store_proto_rawDesc = "" +
 	"\fReadMessages\x12(.replicator.store.v1.ReadMessagesRequest\x1a).replicator.store.v1.ReadMessagesResponse\x12`\n" +
 	"\vSegmentFile\x12'.replicator.store.v1.SegmentFileRequest\x1a(.replicator.store.v1.SegmentFileResponse\x12N\n" +
 	"\x05Close\x12!.replicator.store.v1.CloseRequest\x1a\".replicator.store.v1.CloseResponse\x12N\n" +
-	"\x06Append\x12 .replicator.store.v1.AppendBatch\x1a\x1e.replicator.store.v1.AppendAck(\x010\x01\x12R\n" +
+	"\x06Append\x12 .replicator.store.v1.AppendBatch\x1a\x1e.replicator.store.v1.AppendAck(\x010\x01\x12f\n" +
+	"\rAppendChannel\x12).replicator.store.v1.AppendChannelRequest\x1a*.replicator.store.v1.AppendChannelResponse\x12R\n" +
 	"\n" +
 	"ReadStream\x12&.replicator.store.v1.ReadStreamRequest\x1a\x1a.replicator.store.v1.Chunk0\x01\x12I\n" +
 	"\x05Watch\x12!.replicator.store.v1.WatchRequest\x1a\x1b.replicator.store.v1.Bounds0\x01B6Z4github.com/replicatorhq/replicator/sdk/proto/storev1b\x06proto3"
@@ -1619,41 +1721,43 @@ func file_storev1_store_proto_rawDescGZIP() []byte {
 	return file_storev1_store_proto_rawDescData
 }
 
-var file_storev1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_storev1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_storev1_store_proto_goTypes = []any{
-	(*OpenRequest)(nil),          // 0: replicator.store.v1.OpenRequest
-	(*OpenResponse)(nil),         // 1: replicator.store.v1.OpenResponse
-	(*BoundsRequest)(nil),        // 2: replicator.store.v1.BoundsRequest
-	(*Bounds)(nil),               // 3: replicator.store.v1.Bounds
-	(*TruncateRequest)(nil),      // 4: replicator.store.v1.TruncateRequest
-	(*FlushRequest)(nil),         // 5: replicator.store.v1.FlushRequest
-	(*ReadMessagesRequest)(nil),  // 6: replicator.store.v1.ReadMessagesRequest
-	(*ReadMessagesResponse)(nil), // 7: replicator.store.v1.ReadMessagesResponse
-	(*SegmentFileRequest)(nil),   // 8: replicator.store.v1.SegmentFileRequest
-	(*SegmentFileResponse)(nil),  // 9: replicator.store.v1.SegmentFileResponse
-	(*CloseRequest)(nil),         // 10: replicator.store.v1.CloseRequest
-	(*CloseResponse)(nil),        // 11: replicator.store.v1.CloseResponse
-	(*Message)(nil),              // 12: replicator.store.v1.Message
-	(*Record)(nil),               // 13: replicator.store.v1.Record
-	(*RawAppend)(nil),            // 14: replicator.store.v1.RawAppend
-	(*InPlace)(nil),              // 15: replicator.store.v1.InPlace
-	(*AppendOp)(nil),             // 16: replicator.store.v1.AppendOp
-	(*AppendBatch)(nil),          // 17: replicator.store.v1.AppendBatch
-	(*Error)(nil),                // 18: replicator.store.v1.Error
-	(*AppendResult)(nil),         // 19: replicator.store.v1.AppendResult
-	(*OpResult)(nil),             // 20: replicator.store.v1.OpResult
-	(*AppendAck)(nil),            // 21: replicator.store.v1.AppendAck
-	(*ReadStreamRequest)(nil),    // 22: replicator.store.v1.ReadStreamRequest
-	(*Chunk)(nil),                // 23: replicator.store.v1.Chunk
-	(*WatchRequest)(nil),         // 24: replicator.store.v1.WatchRequest
-	nil,                          // 25: replicator.store.v1.OpenRequest.OptionsEntry
-	nil,                          // 26: replicator.store.v1.Message.PropertiesEntry
+	(*OpenRequest)(nil),           // 0: replicator.store.v1.OpenRequest
+	(*OpenResponse)(nil),          // 1: replicator.store.v1.OpenResponse
+	(*BoundsRequest)(nil),         // 2: replicator.store.v1.BoundsRequest
+	(*Bounds)(nil),                // 3: replicator.store.v1.Bounds
+	(*TruncateRequest)(nil),       // 4: replicator.store.v1.TruncateRequest
+	(*FlushRequest)(nil),          // 5: replicator.store.v1.FlushRequest
+	(*ReadMessagesRequest)(nil),   // 6: replicator.store.v1.ReadMessagesRequest
+	(*ReadMessagesResponse)(nil),  // 7: replicator.store.v1.ReadMessagesResponse
+	(*SegmentFileRequest)(nil),    // 8: replicator.store.v1.SegmentFileRequest
+	(*SegmentFileResponse)(nil),   // 9: replicator.store.v1.SegmentFileResponse
+	(*CloseRequest)(nil),          // 10: replicator.store.v1.CloseRequest
+	(*CloseResponse)(nil),         // 11: replicator.store.v1.CloseResponse
+	(*Message)(nil),               // 12: replicator.store.v1.Message
+	(*Record)(nil),                // 13: replicator.store.v1.Record
+	(*RawAppend)(nil),             // 14: replicator.store.v1.RawAppend
+	(*InPlace)(nil),               // 15: replicator.store.v1.InPlace
+	(*AppendOp)(nil),              // 16: replicator.store.v1.AppendOp
+	(*AppendBatch)(nil),           // 17: replicator.store.v1.AppendBatch
+	(*Error)(nil),                 // 18: replicator.store.v1.Error
+	(*AppendResult)(nil),          // 19: replicator.store.v1.AppendResult
+	(*OpResult)(nil),              // 20: replicator.store.v1.OpResult
+	(*AppendAck)(nil),             // 21: replicator.store.v1.AppendAck
+	(*AppendChannelRequest)(nil),  // 22: replicator.store.v1.AppendChannelRequest
+	(*AppendChannelResponse)(nil), // 23: replicator.store.v1.AppendChannelResponse
+	(*ReadStreamRequest)(nil),     // 24: replicator.store.v1.ReadStreamRequest
+	(*Chunk)(nil),                 // 25: replicator.store.v1.Chunk
+	(*WatchRequest)(nil),          // 26: replicator.store.v1.WatchRequest
+	nil,                           // 27: replicator.store.v1.OpenRequest.OptionsEntry
+	nil,                           // 28: replicator.store.v1.Message.PropertiesEntry
 }
 var file_storev1_store_proto_depIdxs = []int32{
-	25, // 0: replicator.store.v1.OpenRequest.options:type_name -> replicator.store.v1.OpenRequest.OptionsEntry
+	27, // 0: replicator.store.v1.OpenRequest.options:type_name -> replicator.store.v1.OpenRequest.OptionsEntry
 	3,  // 1: replicator.store.v1.OpenResponse.bounds:type_name -> replicator.store.v1.Bounds
 	13, // 2: replicator.store.v1.ReadMessagesResponse.records:type_name -> replicator.store.v1.Record
-	26, // 3: replicator.store.v1.Message.properties:type_name -> replicator.store.v1.Message.PropertiesEntry
+	28, // 3: replicator.store.v1.Message.properties:type_name -> replicator.store.v1.Message.PropertiesEntry
 	12, // 4: replicator.store.v1.Record.message:type_name -> replicator.store.v1.Message
 	12, // 5: replicator.store.v1.AppendOp.message:type_name -> replicator.store.v1.Message
 	14, // 6: replicator.store.v1.AppendOp.raw:type_name -> replicator.store.v1.RawAppend
@@ -1671,20 +1775,22 @@ var file_storev1_store_proto_depIdxs = []int32{
 	8,  // 18: replicator.store.v1.Store.SegmentFile:input_type -> replicator.store.v1.SegmentFileRequest
 	10, // 19: replicator.store.v1.Store.Close:input_type -> replicator.store.v1.CloseRequest
 	17, // 20: replicator.store.v1.Store.Append:input_type -> replicator.store.v1.AppendBatch
-	22, // 21: replicator.store.v1.Store.ReadStream:input_type -> replicator.store.v1.ReadStreamRequest
-	24, // 22: replicator.store.v1.Store.Watch:input_type -> replicator.store.v1.WatchRequest
-	1,  // 23: replicator.store.v1.Store.Open:output_type -> replicator.store.v1.OpenResponse
-	3,  // 24: replicator.store.v1.Store.GetBounds:output_type -> replicator.store.v1.Bounds
-	3,  // 25: replicator.store.v1.Store.Truncate:output_type -> replicator.store.v1.Bounds
-	3,  // 26: replicator.store.v1.Store.Flush:output_type -> replicator.store.v1.Bounds
-	7,  // 27: replicator.store.v1.Store.ReadMessages:output_type -> replicator.store.v1.ReadMessagesResponse
-	9,  // 28: replicator.store.v1.Store.SegmentFile:output_type -> replicator.store.v1.SegmentFileResponse
-	11, // 29: replicator.store.v1.Store.Close:output_type -> replicator.store.v1.CloseResponse
-	21, // 30: replicator.store.v1.Store.Append:output_type -> replicator.store.v1.AppendAck
-	23, // 31: replicator.store.v1.Store.ReadStream:output_type -> replicator.store.v1.Chunk
-	3,  // 32: replicator.store.v1.Store.Watch:output_type -> replicator.store.v1.Bounds
-	23, // [23:33] is the sub-list for method output_type
-	13, // [13:23] is the sub-list for method input_type
+	22, // 21: replicator.store.v1.Store.AppendChannel:input_type -> replicator.store.v1.AppendChannelRequest
+	24, // 22: replicator.store.v1.Store.ReadStream:input_type -> replicator.store.v1.ReadStreamRequest
+	26, // 23: replicator.store.v1.Store.Watch:input_type -> replicator.store.v1.WatchRequest
+	1,  // 24: replicator.store.v1.Store.Open:output_type -> replicator.store.v1.OpenResponse
+	3,  // 25: replicator.store.v1.Store.GetBounds:output_type -> replicator.store.v1.Bounds
+	3,  // 26: replicator.store.v1.Store.Truncate:output_type -> replicator.store.v1.Bounds
+	3,  // 27: replicator.store.v1.Store.Flush:output_type -> replicator.store.v1.Bounds
+	7,  // 28: replicator.store.v1.Store.ReadMessages:output_type -> replicator.store.v1.ReadMessagesResponse
+	9,  // 29: replicator.store.v1.Store.SegmentFile:output_type -> replicator.store.v1.SegmentFileResponse
+	11, // 30: replicator.store.v1.Store.Close:output_type -> replicator.store.v1.CloseResponse
+	21, // 31: replicator.store.v1.Store.Append:output_type -> replicator.store.v1.AppendAck
+	23, // 32: replicator.store.v1.Store.AppendChannel:output_type -> replicator.store.v1.AppendChannelResponse
+	25, // 33: replicator.store.v1.Store.ReadStream:output_type -> replicator.store.v1.Chunk
+	3,  // 34: replicator.store.v1.Store.Watch:output_type -> replicator.store.v1.Bounds
+	24, // [24:35] is the sub-list for method output_type
+	13, // [13:24] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1706,7 +1812,7 @@ func file_storev1_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storev1_store_proto_rawDesc), len(file_storev1_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

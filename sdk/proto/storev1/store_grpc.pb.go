@@ -30,16 +30,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Store_Open_FullMethodName         = "/replicator.store.v1.Store/Open"
-	Store_GetBounds_FullMethodName    = "/replicator.store.v1.Store/GetBounds"
-	Store_Truncate_FullMethodName     = "/replicator.store.v1.Store/Truncate"
-	Store_Flush_FullMethodName        = "/replicator.store.v1.Store/Flush"
-	Store_ReadMessages_FullMethodName = "/replicator.store.v1.Store/ReadMessages"
-	Store_SegmentFile_FullMethodName  = "/replicator.store.v1.Store/SegmentFile"
-	Store_Close_FullMethodName        = "/replicator.store.v1.Store/Close"
-	Store_Append_FullMethodName       = "/replicator.store.v1.Store/Append"
-	Store_ReadStream_FullMethodName   = "/replicator.store.v1.Store/ReadStream"
-	Store_Watch_FullMethodName        = "/replicator.store.v1.Store/Watch"
+	Store_Open_FullMethodName          = "/replicator.store.v1.Store/Open"
+	Store_GetBounds_FullMethodName     = "/replicator.store.v1.Store/GetBounds"
+	Store_Truncate_FullMethodName      = "/replicator.store.v1.Store/Truncate"
+	Store_Flush_FullMethodName         = "/replicator.store.v1.Store/Flush"
+	Store_ReadMessages_FullMethodName  = "/replicator.store.v1.Store/ReadMessages"
+	Store_SegmentFile_FullMethodName   = "/replicator.store.v1.Store/SegmentFile"
+	Store_Close_FullMethodName         = "/replicator.store.v1.Store/Close"
+	Store_Append_FullMethodName        = "/replicator.store.v1.Store/Append"
+	Store_AppendChannel_FullMethodName = "/replicator.store.v1.Store/AppendChannel"
+	Store_ReadStream_FullMethodName    = "/replicator.store.v1.Store/ReadStream"
+	Store_Watch_FullMethodName         = "/replicator.store.v1.Store/Watch"
 )
 
 // StoreClient is the client API for Store service.
@@ -64,6 +65,11 @@ type StoreClient interface {
 	// Append carries batches of appends; the plugin applies each batch in order
 	// and answers it with exactly one ack, in order.
 	Append(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendBatch, AppendAck], error)
+	// AppendChannel asks the plugin to dial the host's unix socket and serve
+	// the append stream there: the same AppendBatch and AppendAck messages,
+	// each framed by its length (4 bytes, big-endian), without gRPC's HTTP/2
+	// machinery on the latency path. Unimplemented: the host uses Append.
+	AppendChannel(ctx context.Context, in *AppendChannelRequest, opts ...grpc.CallOption) (*AppendChannelResponse, error)
 	// ReadStream sends the stored bytes from an offset in chunks, each inside
 	// one segment, until max_bytes or the max offset.
 	ReadStream(ctx context.Context, in *ReadStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Chunk], error)
@@ -162,6 +168,16 @@ func (c *storeClient) Append(ctx context.Context, opts ...grpc.CallOption) (grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Store_AppendClient = grpc.BidiStreamingClient[AppendBatch, AppendAck]
 
+func (c *storeClient) AppendChannel(ctx context.Context, in *AppendChannelRequest, opts ...grpc.CallOption) (*AppendChannelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendChannelResponse)
+	err := c.cc.Invoke(ctx, Store_AppendChannel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *storeClient) ReadStream(ctx context.Context, in *ReadStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Chunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Store_ServiceDesc.Streams[1], Store_ReadStream_FullMethodName, cOpts...)
@@ -222,6 +238,11 @@ type StoreServer interface {
 	// Append carries batches of appends; the plugin applies each batch in order
 	// and answers it with exactly one ack, in order.
 	Append(grpc.BidiStreamingServer[AppendBatch, AppendAck]) error
+	// AppendChannel asks the plugin to dial the host's unix socket and serve
+	// the append stream there: the same AppendBatch and AppendAck messages,
+	// each framed by its length (4 bytes, big-endian), without gRPC's HTTP/2
+	// machinery on the latency path. Unimplemented: the host uses Append.
+	AppendChannel(context.Context, *AppendChannelRequest) (*AppendChannelResponse, error)
 	// ReadStream sends the stored bytes from an offset in chunks, each inside
 	// one segment, until max_bytes or the max offset.
 	ReadStream(*ReadStreamRequest, grpc.ServerStreamingServer[Chunk]) error
@@ -260,6 +281,9 @@ func (UnimplementedStoreServer) Close(context.Context, *CloseRequest) (*CloseRes
 }
 func (UnimplementedStoreServer) Append(grpc.BidiStreamingServer[AppendBatch, AppendAck]) error {
 	return status.Error(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedStoreServer) AppendChannel(context.Context, *AppendChannelRequest) (*AppendChannelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendChannel not implemented")
 }
 func (UnimplementedStoreServer) ReadStream(*ReadStreamRequest, grpc.ServerStreamingServer[Chunk]) error {
 	return status.Error(codes.Unimplemented, "method ReadStream not implemented")
@@ -421,6 +445,24 @@ func _Store_Append_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Store_AppendServer = grpc.BidiStreamingServer[AppendBatch, AppendAck]
 
+func _Store_AppendChannel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendChannelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StoreServer).AppendChannel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Store_AppendChannel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StoreServer).AppendChannel(ctx, req.(*AppendChannelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Store_ReadStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(ReadStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -477,6 +519,10 @@ var Store_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Close",
 			Handler:    _Store_Close_Handler,
+		},
+		{
+			MethodName: "AppendChannel",
+			Handler:    _Store_AppendChannel_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

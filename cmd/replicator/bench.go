@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/replicatorhq/replicator/internal/bench"
+	"github.com/replicatorhq/replicator/internal/config"
+)
+
+// benchOpts are the options of `replicator bench`.
+type benchOpts struct {
+	Size        int64
+	Producers   []string
+	MsgSize     int64
+	Duration    time.Duration
+	Via         []string
+	Store       []string
+	Runs        int
+	SegmentSize int64
+	Dir         string
+	QuietWait   time.Duration
+	LimitSize   int64
+	LimitTime   time.Duration
+	Profile     string
+	JSON        bool
+	Keep        bool
+}
+
+func oneOf(choices ...string) func(string) error {
+	return func(s string) error {
+		for _, c := range choices {
+			if s == c {
+				return nil
+			}
+		}
+		return fmt.Errorf("invalid value %q (want one of %v)", s, choices)
+	}
+}
+
+func checkProducers(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 4096 {
+		return fmt.Errorf("invalid producer count %q (want 1 to 4096)", s)
+	}
+	return nil
+}
+
+func benchCommand(b *benchOpts) *config.Command {
+	return &config.Command{
+		Name:     "bench",
+		Synopsis: "measure replication speed on this machine next to its limits",
+		Args:     "[SCENARIO...]",
+		MaxArgs:  -1,
+		Help: `Measure replication on this machine with real processes and real loopback
+sockets, next to the machine's limits measured in the same run, and print a
+table (or, with --json, one JSON object per line per scenario point).
+Progress goes to standard error.
+
+Scenarios (default: all three):
+  catchup  a master holding a log of --size and a fresh slave: MB/s until the
+           slave's offset matches the master's; peak RSS of both
+  sync     --producers concurrent producers of --msg-size messages for
+           --duration on a SYNC_MASTER with one slave: msgs/s, MB/s, put
+           latency p50/p99/p99.9
+  async    the same on an ASYNC_MASTER, plus the replication lag (put
+           returned -> held by the slave) p50/p99
+
+--via api runs the master and the slave as child processes of this binary
+and puts through the master's HTTP API; --via library runs them in this
+process through the library API (core), over loopback TCP. --store external
+uses the commit-log store as a plugin binary (DIR/replicator-store-commitlog,
+from --plugins DIR, else ./plugins beside this binary; 'make plugins' builds
+bin/plugins).
+
+Limits, measured first: raw loopback TCP (a plain Go sender and receiver of
+32 KiB frames; the catch-up measures it again before each run, on the same
+byte count), the 8-byte round trip, and the data directory's disk:
+sequential writes with fdatasync every 4 MiB, and 4 KiB write+fdatasync per
+second. Each result shows its ratio to loopback TCP and to the disk.
+
+JSON keys: scenario, via, store, producers, msg_size, duration_s,
+size_bytes, segment_size, runs, messages, bytes, elapsed_s, mb_per_s,
+msgs_per_s, p50_ms, p99_ms, p999_ms, not_put_ok, lag_p50_ms, lag_p99_ms,
+lag_max_ms, lag_samples, limit, limit_mb_per_s, ratio_to_limit,
+disk_write_mb_per_s, ratio_to_disk, disk_fdatasync_per_s, tcp_rtt_p50_ms,
+tcp_rtt_p99_ms, the per-run figures (*_runs), peak memory
+(master_/slave_/process_peak_rss_bytes, ..._rss_anon_bytes,
+..._rss_file_bytes, master_/slave_plugin_peak_rss_bytes),
+machine_busy_pct, cpus, time; null where a key does not apply.`,
+		Options: []*config.Option{
+			{Name: "size", Meta: "SIZE", Help: "catchup: the master's log size", Default: "1GiB", Value: config.Size(&b.Size, 64<<10, 1<<40)},
+			{Name: "producers", Meta: "N,...", Help: "sync and async: concurrent producer counts", Default: "1,16,64", Value: config.CSV(&b.Producers, checkProducers)},
+			{Name: "msg-size", Meta: "SIZE", Help: "sync and async: message body size", Default: "1KiB", Value: config.Size(&b.MsgSize, 1, 4<<20)},
+			{Name: "duration", Meta: "DURATION", Help: "sync and async: measuring time per producer count (after a warm-up of a fifth of it, at most 1s)", Default: "5s", Value: config.Duration(&b.Duration, 10*time.Millisecond, time.Hour)},
+			{Name: "via", Meta: "api,library", Help: "through the daemon's HTTP API (child processes) and/or the library in this process", Default: "api,library", Value: config.CSV(&b.Via, oneOf(bench.ViaAPI, bench.ViaLibrary))},
+			{Name: "store", Meta: "builtin,external", Help: "the builtin commit-log store and/or the same store as an external plugin", Default: "builtin", Value: config.CSV(&b.Store, oneOf(bench.StoreBuiltin, bench.StoreExternal))},
+			{Name: "runs", Meta: "N", Help: "repetitions of each point; results are medians", Default: "1", Value: config.Int(&b.Runs, 1, 100)},
+			{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size (default: catchup one segment holding the log, sync/async 1GiB)", Value: config.SizeMultiple(&b.SegmentSize, 64<<10, 64<<30, 4096)},
+			{Name: "dir", Meta: "DIR", Help: "where the scratch directory goes (the disk limits are measured there; default the temp dir)", Value: config.Dir(&b.Dir, true)},
+			{Name: "limit-size", Meta: "SIZE", Help: "limits: bytes streamed over loopback TCP (the disk writes half as much)", Default: "1GiB", Value: config.Size(&b.LimitSize, 64<<10, 64<<30)},
+			{Name: "limit-time", Meta: "DURATION", Help: "limits: time of the round-trip and of the fdatasync measurement each", Default: "1s", Value: config.Duration(&b.LimitTime, 10*time.Millisecond, time.Minute)},
+			{Name: "quiet-wait", Meta: "DURATION", Help: "before each measurement, wait up to this long for the machine to be under 25% busy (0: no wait)", Default: "5s", Value: config.Duration(&b.QuietWait, 0, 10*time.Minute)},
+			{Name: "profile", Meta: "DIR", Help: "write a CPU and an allocation profile of this process per measured point into DIR", Value: config.Dir(&b.Profile, true)},
+			{Name: "json", Help: "print one JSON object per line per scenario point instead of the table", Value: config.Bool(&b.JSON)},
+			{Name: "keep", Help: "keep the scratch directory (data and node logs)", Value: config.Bool(&b.Keep)},
+		},
+	}
+}
+
+// runBench is `replicator bench`.
+func runBench(ctx context.Context, e *env) int {
+	o := e.opts.bench
+	cfg := bench.Config{
+		Scenarios:   e.args,
+		Via:         o.Via,
+		Stores:      o.Store,
+		Size:        o.Size,
+		MsgSize:     int(o.MsgSize),
+		Duration:    o.Duration,
+		Runs:        o.Runs,
+		SegmentSize: o.SegmentSize,
+		Dir:         o.Dir,
+		Keep:        o.Keep,
+		QuietMax:    o.QuietWait,
+		Limits:      bench.LimitsConfig{TCPBytes: o.LimitSize, DiskBytes: o.LimitSize / 2, RTTDuration: o.LimitTime, FsyncDuration: o.LimitTime},
+		ProfileDir:  o.Profile,
+		PluginsDir:  e.opts.global.Plugins,
+		Progress:    e.stderr,
+	}
+	if o.QuietWait == 0 {
+		cfg.QuietMax = -1
+	}
+	for _, s := range o.Producers {
+		n, _ := strconv.Atoi(s) // checked by checkProducers
+		cfg.Producers = append(cfg.Producers, n)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return e.fail("bench: finding this binary: %v", err)
+	}
+	cfg.Exe = exe
+	if cfg.PluginsDir == "" {
+		// bin/replicator next to bin/plugins, as `make build plugins` leaves them.
+		if d := filepath.Join(filepath.Dir(exe), "plugins"); fileExists(filepath.Join(d, bench.PluginBinary)) {
+			cfg.PluginsDir = d
+		}
+	}
+	var results []bench.Result
+	enc := json.NewEncoder(e.stdout)
+	cfg.Emit = func(r bench.Result) {
+		results = append(results, r)
+		if o.JSON {
+			enc.Encode(r)
+		}
+	}
+	err = bench.Run(ctx, cfg)
+	if !o.JSON && len(results) > 0 {
+		bench.WriteTable(e.stdout, results)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(e.stderr, "replicator: bench: interrupted; nodes stopped")
+		return 130
+	}
+	if err != nil {
+		if errors.Is(err, bench.ErrConfig) {
+			fmt.Fprintf(e.stderr, "replicator: %v\n", err)
+			return exitUsage
+		}
+		return e.fail("%v", err)
+	}
+	return exitOK
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}

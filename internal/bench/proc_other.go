@@ -1,0 +1,27 @@
+//go:build !linux
+
+package bench
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+var errNoProc = errors.New("bench: /proc is Linux only")
+
+func fdatasync(f *os.File) error { return f.Sync() }
+
+// childSysProcAttr: no process-group handling off Linux.
+func childSysProcAttr() *syscall.SysProcAttr { return nil }
+
+type memSample struct {
+	hwm, rss, anon, file int64
+}
+
+func readMem(int) (memSample, error)           { return memSample{}, errNoProc }
+func resetPeak(int) error                      { return errNoProc }
+func childrenOf(int) []int                     { return nil }
+func cpuTimes() (total, idle int64, err error) { return 0, 0, errNoProc }
+
+func cpuTicks(int) (int64, error) { return 0, errNoProc }

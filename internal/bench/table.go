@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+)
+
+// WriteTable writes results as a text table, after a line with the limits
+// they were measured against.
+func WriteTable(w io.Writer, rs []Result) error {
+	if len(rs) > 0 {
+		r := rs[0]
+		fmt.Fprintf(w, "limits (same run): loopback TCP %s MB/s (32 KiB frames); 8 B round trip p50 %s ms, p99 %s ms; disk %s MB/s sequential (fdatasync every 4 MiB), %s fdatasync/s (4 KiB)\n\n",
+			num(r.LoopbackMBPerS, 0), num(r.RTTP50Ms, 3), num(r.RTTP99Ms, 3), num(r.DiskMBPerS, 0), num(r.FdatasyncPS, 0))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tvia\tstore\tproducers\tmsgs/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tlag p99 ms\tlimit MB/s\tof limit\tof disk\tRSS MiB master / slave (anon)\t")
+	for _, r := range rs {
+		prod := "-"
+		if r.Producers != nil {
+			prod = strconv.Itoa(*r.Producers)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Scenario, r.Via, r.Store, prod, num(r.MsgsPerS, 0), num(r.MBPerS, 1),
+			num(r.P50Ms, 3), num(r.P99Ms, 3), num(r.P999Ms, 3), num(r.LagP99Ms, 3),
+			num(r.LimitMBPerS, 0), pct(r.RatioToLimit), pct(r.RatioToDisk), rss(r))
+	}
+	return tw.Flush()
+}
+
+func num(p *float64, prec int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*p, 'f', prec, 64)
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	v := 100 * *p
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + "%"
+}
+
+func mibs(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*p>>20, 10)
+}
+
+// rss renders peak RSS in MiB, the peak anonymous part (heap, stacks) in
+// parentheses: the rest is mapped commit-log pages.
+func rss(r Result) string {
+	one := func(hwm, anon *int64) string {
+		if hwm == nil {
+			return "-"
+		}
+		return mibs(hwm) + "(" + mibs(anon) + ")"
+	}
+	var s string
+	switch {
+	case r.MasterPeakRSS != nil || r.SlavePeakRSS != nil:
+		s = one(r.MasterPeakRSS, r.MasterPeakAnon) + " / " + one(r.SlavePeakRSS, r.SlavePeakAnon)
+	case r.ProcessPeakRSS != nil:
+		s = "both " + one(r.ProcessPeakRSS, r.ProcessPeakAnon)
+	default:
+		return "-"
+	}
+	if r.MasterPluginRSS != nil || r.SlavePluginRSS != nil {
+		s += " +plugins " + mibs(r.MasterPluginRSS) + " / " + mibs(r.SlavePluginRSS)
+	}
+	return s
+}

@@ -1,0 +1,355 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/replicatorhq/replicator/sdk/store"
+)
+
+// pieceReader serves data in pieces of 1..max bytes (random), then err
+// (io.EOF if nil).
+type pieceReader struct {
+	data []byte
+	r    *rand.Rand
+	max  int
+	err  error
+}
+
+func (p *pieceReader) Read(b []byte) (int, error) {
+	if len(p.data) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		return 0, io.EOF
+	}
+	n := min(len(b), len(p.data), 1+p.r.Intn(p.max))
+	copy(b, p.data[:n])
+	p.data = p.data[n:]
+	return n, nil
+}
+
+// replicateFrom is replicate with AppendAtFrom, each chunk delivered in
+// random pieces.
+func replicateFrom(t testing.TB, master, replica *Log, upto int64, r *rand.Rand, chunk int) {
+	t.Helper()
+	for {
+		at := replica.Bounds().Max
+		if at >= upto {
+			return
+		}
+		v, err := master.Read(at, 1+r.Intn(chunk))
+		if err != nil {
+			t.Fatalf("master Read(%d): %v", at, err)
+		}
+		n := min(int64(len(v.Data)), upto-at)
+		data := bytes.Clone(v.Data[:n])
+		v.Release()
+		next, err := replica.AppendAtFrom(at, int(n), &pieceReader{data: data, r: r, max: 1 + r.Intn(700)})
+		if err != nil || next != at+n {
+			t.Fatalf("AppendAtFrom(%d, %d bytes) = %d, %v", at, n, next, err)
+		}
+	}
+}
+
+func TestCommitLogAppendAtFrom(t *testing.T) {
+	const seg = 8192
+	r := rand.New(rand.NewSource(11))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for master.Bounds().Max < 5*seg+700 {
+		mustAppend(t, master, testMsg("T", int32(r.Intn(3)), 20+r.Intn(1500), r.Int63()))
+	}
+	mb := master.Bounds()
+
+	rdir := t.TempDir()
+	replica := mustOpen(t, rdir, testOptions(t, seg))
+	untouched := &pieceReader{data: []byte{1}, r: r, max: 1}
+	if _, err := replica.AppendAtFrom(seg+10, 1, untouched); !errors.Is(err, store.ErrOffsetMismatch) {
+		t.Fatalf("unaligned start: %v", err)
+	}
+	replicateFrom(t, master, replica, 2*seg+999, r, 3000) // stops mid-record
+	at := replica.Bounds().Max
+	if _, err := replica.AppendAtFrom(at+1, 1, untouched); !errors.Is(err, store.ErrOffsetMismatch) {
+		t.Fatalf("gap: %v", err)
+	}
+	if _, err := replica.AppendAtFrom(at, seg, untouched); !errors.Is(err, store.ErrSegmentOverflow) {
+		t.Fatalf("crossing the segment end: %v", err)
+	}
+	if _, err := replica.AppendAtFrom(at, -1, untouched); err == nil {
+		t.Fatal("negative length accepted")
+	}
+	if got, err := replica.AppendAtFrom(at, 0, untouched); got != at || err != nil {
+		t.Fatalf("empty AppendAtFrom = %d, %v", got, err)
+	}
+	if len(untouched.data) != 1 {
+		t.Fatal("a refused AppendAtFrom read its reader")
+	}
+	// AppendAt and AppendAtFrom interleave.
+	replicate(t, master, replica, 3*seg+5, r, 2000)
+	replicateFrom(t, master, replica, mb.Max, r, 5000)
+	sameBytes(t, master, replica, 0, mb.Max)
+	mustClose(t, replica)
+	replica = mustOpen(t, rdir, testOptions(t, seg))
+	defer mustClose(t, replica)
+	if got := replica.Bounds(); got.Max != mb.Max || got.Min != 0 {
+		t.Fatalf("reopened replica bounds %+v, master %+v", got, mb)
+	}
+	sameBytes(t, master, replica, 0, mb.Max)
+	// Promoted, it continues the queues.
+	want, err := master.Append(context.Background(), testMsg("T", 1, 10, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := replica.Append(context.Background(), testMsg("T", 1, 10, 1))
+	if err != nil || got.QueueOffset != want.QueueOffset || got.Offset != want.Offset {
+		t.Fatalf("promoted replica: %+v, master %+v (%v)", got, want, err)
+	}
+}
+
+// TestCommitLogAppendAtFromReadError: a reader that fails leaves the log
+// as it was, with the bytes it delivered zeroed again.
+func TestCommitLogAppendAtFromReadError(t *testing.T) {
+	const seg = 8192
+	l := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, l)
+	mustAppend(t, l, testMsg("T", 0, 100, 1))
+	b0 := l.Bounds()
+	boom := errors.New("boom")
+	src := bytes.Repeat([]byte{0xab}, 3000)
+	_, err := l.AppendAtFrom(b0.Max, 4000, &pieceReader{data: src, r: rand.New(rand.NewSource(1)), max: 512, err: boom})
+	if !errors.Is(err, boom) {
+		t.Fatalf("error %v, want the reader's", err)
+	}
+	if b := l.Bounds(); b != b0 {
+		t.Fatalf("bounds %+v after a failed AppendAtFrom, want %+v", b, b0)
+	}
+	seg0 := l.segList()[0]
+	if tail := seg0.data[b0.Max : b0.Max+4000]; !bytes.Equal(tail, make([]byte, 4000)) {
+		t.Fatal("bytes of the failed AppendAtFrom left in the segment")
+	}
+	// The log works on: a record, then raw bytes.
+	mustAppend(t, l, testMsg("T", 0, 100, 2))
+	if n := len(readAll(t, l)); n != 2 {
+		t.Fatalf("%d records, want 2", n)
+	}
+}
+
+// blockingReader delivers first, then blocks until release is closed, then
+// delivers rest.
+type blockingReader struct {
+	first, rest []byte
+	started     chan struct{}
+	release     chan struct{}
+	fail        error
+	once        sync.Once
+}
+
+func (b *blockingReader) Read(p []byte) (int, error) {
+	if len(b.first) > 0 {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		return n, nil
+	}
+	b.once.Do(func() { close(b.started) })
+	<-b.release
+	if b.fail != nil {
+		return 0, b.fail
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+// TestCommitLogAppendAtFromConcurrency: while an AppendAtFrom waits for
+// its reader, readers, Bounds and flushes go on and see nothing of it;
+// writers (Append, AppendAt, Truncate) wait for it; Close does not.
+func TestCommitLogAppendAtFromConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seg = 8192
+		r := rand.New(rand.NewSource(5))
+		master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+		defer mustClose(t, master)
+		for master.Bounds().Max < seg/2 {
+			mustAppend(t, master, testMsg("T", 0, 100+r.Intn(300), r.Int63()))
+		}
+		l := mustOpen(t, t.TempDir(), testOptions(t, seg))
+		closed := false
+		defer func() {
+			if !closed {
+				l.Close()
+			}
+		}()
+		replicate(t, master, l, 1000, r, 400)
+		b0 := l.Bounds()
+		v, err := master.Read(b0.Max, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Clone(v.Data)
+		v.Release()
+		br := &blockingReader{first: data[:700], rest: data[700:], started: make(chan struct{}), release: make(chan struct{})}
+		fillDone := make(chan error, 1)
+		go func() {
+			_, err := l.AppendAtFrom(b0.Max, len(data), br)
+			fillDone <- err
+		}()
+		<-br.started
+		if b := l.Bounds(); b.Max != b0.Max {
+			t.Fatalf("max %d visible before the fill completed (was %d)", b.Max, b0.Max)
+		}
+		if v, err := l.Read(b0.Max, 10); err != nil || len(v.Data) != 0 {
+			t.Fatalf("Read at the old max: %d bytes, %v", len(v.Data), err)
+		}
+		if err := l.checkpointNow(false); err != nil {
+			t.Fatalf("checkpoint during a fill: %v", err)
+		}
+		truncDone, appendDone := make(chan error, 1), make(chan error, 1)
+		go func() { truncDone <- l.Truncate(b0.Max) }()
+		go func() {
+			_, err := l.AppendAt(b0.Max, []byte{1})
+			appendDone <- err
+		}()
+		synctest.Wait() // everyone is blocked: the writers wait for the fill
+		select {
+		case <-fillDone:
+			t.Fatal("fill ended before its reader was released")
+		case err := <-truncDone:
+			t.Fatalf("Truncate did not wait for the fill: %v", err)
+		case err := <-appendDone:
+			t.Fatalf("AppendAt did not wait for the fill: %v", err)
+		default:
+		}
+		close(br.release)
+		if err := <-fillDone; err != nil {
+			t.Fatalf("fill: %v", err)
+		}
+		// The writers ran after the fill: AppendAt at the old max is a
+		// mismatch now; Truncate to the old max finds a record boundary or
+		// refuses a non-boundary.
+		if err := <-appendDone; !errors.Is(err, store.ErrOffsetMismatch) {
+			t.Fatalf("AppendAt during the fill: %v, want a mismatch after it", err)
+		}
+		if err := <-truncDone; err != nil && !errors.Is(err, store.ErrNotBoundary) {
+			t.Fatalf("Truncate during the fill: %v", err)
+		}
+
+		// Close while a fill waits: Close returns; the fill fails.
+		at := l.Bounds().Max
+		br = &blockingReader{first: []byte{1, 2}, started: make(chan struct{}), release: make(chan struct{}), fail: io.ErrClosedPipe}
+		go func() {
+			_, err := l.AppendAtFrom(at, 100, br)
+			fillDone <- err
+		}()
+		<-br.started
+		closed = true
+		if err := l.Close(); err != nil {
+			t.Fatalf("Close during a fill: %v", err)
+		}
+		close(br.release)
+		if err := <-fillDone; !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("fill interrupted by Close: %v", err)
+		}
+	})
+}
+
+// TestCommitLogAppendAtFromCrash: a process crash in the middle of a fill
+// (the files as the page cache holds them) recovers to a record boundary
+// no further than the bytes delivered, holding the master's bytes, and
+// replication resumes from there.
+func TestCommitLogAppendAtFromCrash(t *testing.T) {
+	const seg = 8192
+	r := rand.New(rand.NewSource(9))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for master.Bounds().Max < 2*seg {
+		mustAppend(t, master, testMsg("T", 0, 50+r.Intn(400), r.Int63()))
+	}
+	mb := master.Bounds()
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testOptions(t, seg))
+	replicateFrom(t, master, l, 3000, r, 1000)
+	at := l.Bounds().Max
+	v, err := master.Read(at, 4000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(v.Data)
+	v.Release()
+	br := &blockingReader{first: data[:2500], rest: data[2500:], started: make(chan struct{}), release: make(chan struct{})}
+	fillDone := make(chan error, 1)
+	go func() {
+		_, err := l.AppendAtFrom(at, len(data), br)
+		fillDone <- err
+	}()
+	<-br.started
+	crashed := copyDir(t, dir)
+	close(br.release)
+	if err := <-fillDone; err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, l)
+
+	c := mustOpen(t, crashed, testOptions(t, seg))
+	defer mustClose(t, c)
+	got := c.Bounds().Max
+	if got > at+2500 || got < at-1000 {
+		t.Fatalf("recovered max %d, fill started at %d with 2500 bytes delivered", got, at)
+	}
+	readAll(t, c) // every record verifies
+	replicateFrom(t, master, c, mb.Max, r, 3000)
+	sameBytes(t, master, c, 0, mb.Max)
+}
+
+// TestCommitLogPrefaultCursor: replicated appends find their pages
+// populated (inline or by the allocator), and populating never covers a
+// page twice: concurrent callers split the range.
+func TestCommitLogPrefaultCursor(t *testing.T) {
+	const seg = 1 << 20
+	r := rand.New(rand.NewSource(3))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for master.Bounds().Max < 3*seg+1000 {
+		mustAppend(t, master, testMsg("T", 0, 4000, r.Int63()))
+	}
+	l := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, l)
+	for l.Bounds().Max < master.Bounds().Max {
+		at := l.Bounds().Max
+		replicateFrom(t, master, l, min(at+32<<10, master.Bounds().Max), r, 32<<10)
+		s, _ := segmentFor(l.segList(), at)
+		if p := s.popTo.Load(); p < at-s.start {
+			t.Fatalf("segment %d populated to %d, written to %d", s.start, p, at-s.start)
+		}
+	}
+	sameBytes(t, master, l, 0, master.Bounds().Max)
+
+	// Concurrent prefaulting of one fresh segment: the claims tile it.
+	s, err := createSegment(t.TempDir()+"/seg", 0, seg, l.log, l.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	worked := 0
+	for range 4 {
+		wg.Go(func() {
+			for s.prefaultChunk(0, inlineChunk) {
+				mu.Lock()
+				worked++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if s.popTo.Load() != seg || worked != seg/inlineChunk {
+		t.Fatalf("populated to %d in %d chunks, want %d in %d", s.popTo.Load(), worked, seg, seg/inlineChunk)
+	}
+}

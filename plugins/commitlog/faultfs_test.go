@@ -1,0 +1,101 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/replicatorhq/replicator/sdk/store"
+)
+
+func TestFaultsNilIsOff(t *testing.T) {
+	var f *Faults
+	if err := f.check(FaultSync, "x"); err != nil {
+		t.Fatalf("nil Faults injected %v", err)
+	}
+	f = &Faults{}
+	if err := f.check(FaultCreate, "x"); err != nil || f.Injected() != 0 {
+		t.Fatalf("Faults without Set injected %v (%d)", err, f.Injected())
+	}
+	f.Set(nil)
+	if err := f.check(FaultCreate, "x"); err != nil {
+		t.Fatalf("Set(nil) injected %v", err)
+	}
+	if FaultSync.String() != "sync" || FaultCreate.String() != "create" || FaultOp(9).String() != "FaultOp(9)" {
+		t.Fatal("FaultOp names")
+	}
+}
+
+// TestFaultSyncFailsSyncFlushAppend: an injected msync error fails a
+// SYNC_FLUSH Append with an error wrapping it (not a flush timeout), and
+// a reopened log holds the record.
+func TestFaultSyncFailsSyncFlushAppend(t *testing.T) {
+	dir := t.TempDir()
+	f := &Faults{}
+	o := testOptions(t, 64<<10)
+	o.FlushMode, o.Faults = FlushSync, f
+	l := mustOpen(t, dir, o)
+	if _, err := l.Append(context.Background(), testMsg("T", 0, 100, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f.Set(func(op FaultOp, path string) error {
+		if op == FaultSync {
+			return syscall.EIO
+		}
+		return nil
+	})
+	res, err := l.Append(context.Background(), testMsg("T", 0, 100, 2))
+	if !errors.Is(err, syscall.EIO) || errors.Is(err, store.ErrFlushDiskTimeout) || !strings.Contains(err.Error(), "sync") {
+		t.Fatalf("Append with a failing msync: %v", err)
+	}
+	if f.Injected() == 0 {
+		t.Fatal("nothing injected")
+	}
+	f.Clear()
+	mustClose(t, l)
+	l = mustOpen(t, dir, testOptions(t, 64<<10))
+	defer mustClose(t, l)
+	if b := l.Bounds(); b.Max != res.NextOffset {
+		t.Fatalf("reopened max %d, want %d", b.Max, res.NextOffset)
+	}
+}
+
+// TestFaultCreateFailsRoll: an injected segment-creation error fails the
+// Append that needs the next segment, nothing past the segment end is
+// stored, and appends work again once the fault clears.
+func TestFaultCreateFailsRoll(t *testing.T) {
+	dir := t.TempDir()
+	f := &Faults{}
+	o := testOptions(t, 16<<10)
+	o.Faults, o.Preallocate = f, false // no spare segment made before the fault
+	l := mustOpen(t, dir, o)
+	defer mustClose(t, l)
+	if _, err := l.Append(context.Background(), testMsg("T", 0, 100, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f.Set(func(op FaultOp, path string) error {
+		if op == FaultCreate {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	var err error
+	for i := int64(2); err == nil; i++ {
+		_, err = l.Append(context.Background(), testMsg("T", 0, 1000, i))
+		if l.Bounds().Max > 16<<10 {
+			t.Fatalf("appended past the first segment while creation fails: max %d", l.Bounds().Max)
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Append needing a new segment: %v", err)
+	}
+	f.Clear()
+	if _, err := l.Append(context.Background(), testMsg("T", 0, 1000, 99)); err != nil {
+		t.Fatalf("Append after the fault cleared: %v", err)
+	}
+	if l.Bounds().Max <= 16<<10 {
+		t.Fatal("no new segment after the fault cleared")
+	}
+}
