@@ -169,10 +169,7 @@ func (c *slaveConn) writeLoop() {
 	b := m.st.Bounds()
 	next := req
 	if req == 0 {
-		next = b.LastSegmentStart
-		if m.cfg.StartFromFirstSegment {
-			next = b.Min
-		}
+		next = startOffset(b, m.cfg.StartFromFirstSegment)
 	}
 	c.next.Store(next)
 	c.log.Info("transfer starts", "request", req, "start", next, "master_min", b.Min, "master_max", b.Max)
@@ -318,4 +315,22 @@ func (g *gather) write(w io.Writer) error {
 
 func slicesSortSlaves(s []SlaveInfo) {
 	slices.SortFunc(s, func(a, b SlaveInfo) int { return strings.Compare(a.Addr, b.Addr) })
+}
+
+// startOffset is where a slave that reports 0 starts. RocketMQ 4.x computes
+// max - max % segmentSize: the start of the segment the next append goes
+// to, which is max itself when the log ends exactly at a segment end (the
+// slave then waits for new data). The 5.x option starts at the first
+// segment the master still holds.
+func startOffset(b store.Bounds, fromFirstSegment bool) int64 {
+	if fromFirstSegment {
+		return b.Min
+	}
+	if b.SegmentSize <= 0 || b.Max < b.LastSegmentStart {
+		return b.LastSegmentStart
+	}
+	// Segments are SegmentSize long and one starts at LastSegmentStart;
+	// for RocketMQ's layout (file names are multiples of the segment size)
+	// this is exactly max - max % segmentSize.
+	return b.Max - (b.Max-b.LastSegmentStart)%b.SegmentSize
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -92,20 +93,25 @@ func TestCoreMasterStartOffset(t *testing.T) {
 		wantOffset int64
 		wantSize   int // 0: heartbeat only
 		outOfRange bool
+		logMax     int64 // 0: max
 	}{
-		{"zero starts at the last segment (4.x)", 0, false, 3 * seg, 8292, false},
-		{"zero starts at the first segment (5.x option)", 0, true, 0, 32 << 10, false},
-		{"mid-segment offset is exact", 70000, false, 70000, 32 << 10, false},
-		{"offset near a segment end stops at the end", 2*seg - 72, false, 2*seg - 72, 72, false},
-		{"segment start", seg, false, seg, 32 << 10, false},
-		{"max offset: heartbeats until data", max, false, max, 0, false},
-		{"beyond max: out of range, heartbeats only", max + 1000, false, max + 1000, 0, true},
+		{"zero starts at the last segment (4.x)", 0, false, 3 * seg, 8292, false, 0},
+		{"zero starts at the first segment (5.x option)", 0, true, 0, 32 << 10, false, 0},
+		{"mid-segment offset is exact", 70000, false, 70000, 32 << 10, false, 0},
+		{"offset near a segment end stops at the end", 2*seg - 72, false, 2*seg - 72, 72, false, 0},
+		{"segment start", seg, false, seg, 32 << 10, false, 0},
+		{"max offset: heartbeats until data", max, false, max, 0, false, 0},
+		{"beyond max: out of range, heartbeats only", max + 1000, false, max + 1000, 0, true, 0},
+		// RocketMQ 4.x: max - max % segment size, so a log ending exactly at
+		// a segment end starts the slave at max (heartbeats until new data),
+		// not at the start of the full last segment.
+		{"zero on a log ending at a segment end starts at max", 0, false, 3 * seg, 0, false, 3 * seg},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newMemStore(seg)
-				st.fill(t, 0, max)
+				st.fill(t, 0, cmp.Or(tc.logMax, max))
 				tr := newPipeTransport()
 				reg := prometheus.NewPedanticRegistry()
 				log, lb := newTestLogger(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -398,13 +397,8 @@ func testGoSlaveOfJavaMaster(t *testing.T, classes string) {
 // start of the last segment" and RocketMQ's formula max - max % segment size
 // differ: a master whose log ends exactly at a segment end (a promoted slave
 // that stopped right after a segment's filler). RocketMQ starts an empty
-// slave at max (nothing is sent until new data arrives); replicator's core
-// starts at Bounds().LastSegmentStart, one whole segment earlier. It is a
-// known divergence (see README.md), run only with INTEROP_KNOWN_DIVERGENCES=1.
+// slave at max (nothing is sent until new data arrives), and so must core.
 func testStartRuleAtSegmentEnd(t *testing.T, classes string) {
-	if os.Getenv("INTEROP_KNOWN_DIVERGENCES") == "" {
-		t.Skip("known divergence from RocketMQ 4.x (core starts a request of 0 at Bounds().LastSegmentStart, RocketMQ at max - max % segment size); set INTEROP_KNOWN_DIVERGENCES=1 to run")
-	}
 	// A master log, then a replica of it cut at a segment end.
 	src := openLog(t, t.TempDir())
 	m0 := startGoMaster(t, src, core.MasterConfig{})

@@ -2,8 +2,8 @@ package api
 
 import (
 	"crypto/sha256"
-	"errors"
 	"crypto/subtle"
+	"errors"
 	"net"
 	"net/http"
 	"path"
