@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 PKGS      := ./...
 
-.PHONY: help build plugins proto proto-check test lint fuzz bench demo clean
+.PHONY: help build plugins proto proto-check test lint fuzz faults docs-check bench bench-full demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -18,6 +18,7 @@ plugins: ## build the first-party and example plugin binaries into ./bin/plugins
 	@mkdir -p $(BIN)/plugins
 	$(GO) build -o $(BIN)/plugins/replicator-store-commitlog ./plugins/commitlog/cmd/replicator-store-commitlog
 	$(GO) build -o $(BIN)/plugins/replicator-metadata-files ./plugins/metadata/cmd/replicator-metadata-files
+	$(GO) build -o $(BIN)/plugins/replicator-transport-tcp ./plugins/transport-tcp/cmd/replicator-transport-tcp
 	$(GO) build -o $(BIN)/plugins/replicator-store-filestore ./examples/store-plugin
 
 proto: ## regenerate sdk/proto (protoc 3.21 + protoc-gen-go v1.36.12 + protoc-gen-go-grpc v1.6.2)
@@ -42,8 +43,19 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	  done; \
 	done
 
-bench: ## run the Go benchmarks (BENCHTIME, default 1s)
+faults: ## the long fault suite: 60 master kills x 3 seeds, slave kills, network and disk faults (tens of minutes)
+	@mkdir -p $(BIN); rc=0; REPLICATOR_FAULTS=long $(GO) test -count=1 -timeout 80m -v ./faults/ >$(BIN)/faults.log 2>&1 || rc=$$?; \
+	  grep -E -- '--- |RESULT|^(ok|FAIL)' $(BIN)/faults.log; echo "full log: $(BIN)/faults.log"; exit $$rc
+
+docs-check: build ## run every ```sh block of the docs and scrape a live master and slave for the metric names
+	REPLICATOR_DOCS_CHECK=1 $(GO) test -count=1 -timeout 20m ./docs/docscheck/
+
+bench: build plugins ## Go benchmarks (BENCHTIME, default 1s), then `replicator bench` (one run per scenario)
 	REPLICATOR_BENCH_CATCHUP=1GiB $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+	$(BIN)/replicator --plugins $(BIN)/plugins bench --runs 1
+
+bench-full: ## the figures of docs/benchmarks.md: replicator bench (3 runs, both stores), 4 GiB catch-up, peer anchors (~40 min)
+	docs/bench/run.sh
 
 demo: build ## a master and a slave on this machine, replicating, with visible progress
 	$(BIN)/replicator demo

@@ -14,7 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/node"
+	"github.com/replicatorhq/replicator/plugins/commitlog"
 )
 
 // Demo timings.
@@ -474,11 +475,11 @@ func (d *demo) verify(ctx context.Context) (verifyResult, error) {
 // overlap.
 func compareCommitLogs(a, b string, min, max, segSize int64) (verifyResult, error) {
 	res := verifyResult{min: min, max: max}
-	segsA, err := segmentFiles(a)
+	segsA, err := commitlog.SegmentStarts(a)
 	if err != nil {
 		return res, err
 	}
-	segsB, err := segmentFiles(b)
+	segsB, err := commitlog.SegmentStarts(b)
 	if err != nil {
 		return res, err
 	}
@@ -488,7 +489,7 @@ func compareCommitLogs(a, b string, min, max, segSize int64) (verifyResult, erro
 			continue
 		}
 		name := fmt.Sprintf("%020d", start)
-		if !contains(segsB, start) {
+		if !slices.Contains(segsB, start) {
 			return res, fmt.Errorf("segment %s is missing in %s", name, b)
 		}
 		lo, hi := maxInt(min, start)-start, minInt(max, start+segSize)-start
@@ -518,26 +519,6 @@ func compareCommitLogs(a, b string, min, max, segSize int64) (verifyResult, erro
 	return res, nil
 }
 
-func segmentFiles(dir string) ([]int64, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []int64
-	for _, e := range ents {
-		if len(e.Name()) != 20 || !e.Type().IsRegular() {
-			continue
-		}
-		n, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
-}
-
 func readRange(path string, lo, hi int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -549,15 +530,6 @@ func readRange(path string, lo, hi int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s [%d, %d): %w", path, lo, hi, err)
 	}
 	return buf, nil
-}
-
-func contains(s []int64, v int64) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func maxInt(a, b int64) int64 {

@@ -301,7 +301,9 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	n.st, err = openStore(cfg.DataDir, pluginhost.StoreOptions{
+	// Keep n.st nil unless the store opened: a factory may return a typed
+	// nil with its error, and closeAll closes whatever n.st holds.
+	st, err := openStore(cfg.DataDir, pluginhost.StoreOptions{
 		SegmentSize:    cfg.SegmentSize,
 		SyncFlush:      cfg.SyncFlush,
 		MaxMessageSize: cfg.MaxMessageSize,
@@ -311,6 +313,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("node: opening the %s store: %w", cfg.StorePlugin, err)
 	}
+	n.st = st
 	tr, err := newTransport(pluginhost.TransportOptions{Logger: n.log, Registerer: n.reg})
 	if err != nil {
 		return fmt.Errorf("node: the %s transport: %w", cfg.TransportPlugin, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,6 +127,15 @@ func TestNodeStartErrors(t *testing.T) {
 		{"unknown transport", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "c"), Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0", TransportPlugin: "nope", SegmentSize: 1 << 20, Registry: reg}, "no transport plugin"},
 		{"API port in use", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "d"), Listen: "256.0.0.1:1", HAListen: "127.0.0.1:0", Registry: reg}, "API listen"},
 		{"HA port in use", Config{Role: core.AsyncMaster, DataDir: filepath.Join(dir, "e"), Listen: "127.0.0.1:0", HAListen: "256.0.0.1:1", SegmentSize: 1 << 20, Registry: reg}, "master"},
+		// A store that refuses to open must give its error, not a panic
+		// in the shutdown path (a typed nil store once did).
+		{"store refuses to open", Config{Role: core.Slave, DataDir: filepath.Join(dir, "f"), Listen: "127.0.0.1:0", MasterHA: "127.0.0.1:1", SegmentSize: 1 << 20, Registry: reg}, "segment name is not 20 digits"},
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "f", CommitLogDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f", CommitLogDir, "123"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,7 +24,11 @@ func Builtin() *Registry {
 			o.FlushMode = commitlog.FlushSync
 		}
 		o.Logger, o.Registerer = opts.Logger, opts.Registerer
-		return commitlog.Open(dir, o)
+		l, err := commitlog.Open(dir, o)
+		if err != nil {
+			return nil, err // not a typed nil *Log in the interface
+		}
+		return l, nil
 	})
 	r.RegisterTransport("tcp", func(opts TransportOptions) (transport.Transport, error) {
 		o := tcptransport.DefaultOptions()

@@ -5,33 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog"
 	"github.com/replicatorhq/replicator/sdk/record"
 )
 
-// SegmentFiles lists the start offsets of the segment files (20-digit
-// names) in a commit-log directory, in order.
-func SegmentFiles(dir string) ([]int64, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("proctest: %w", err)
-	}
-	var out []int64
-	for _, e := range ents {
-		if len(e.Name()) != 20 || !e.Type().IsRegular() {
-			continue
-		}
-		n, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
-}
+// SegmentFiles lists the start offsets of the segment files in a
+// commit-log directory, in order.
+func SegmentFiles(dir string) ([]int64, error) { return commitlog.SegmentStarts(dir) }
 
 // ReadRange reads [lo, hi) (absolute offsets) of a commit log made of
 // segSize segment files in dir.

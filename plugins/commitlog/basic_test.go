@@ -276,3 +276,39 @@ func TestCommitLogMetrics(t *testing.T) {
 	l = mustOpen(t, dir, o) // Close unregistered: the registry is free again
 	mustClose(t, l)
 }
+
+func TestCommitLogSegmentStarts(t *testing.T) {
+	const seg = 4096
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testOptions(t, seg))
+	for i := range 20 {
+		mustAppend(t, l, testMsg("T", 0, 300, int64(i)))
+	}
+	mustClose(t, l)
+	segDir := filepath.Join(dir, "commitlog")
+	// Files that are not segments are not listed: a preallocated spare, a
+	// name that is not 20 digits, a directory with a segment's name.
+	for _, name := range []string{"00000000000000099999.tmp", "checkpoint", "0000000000000004096"} {
+		if err := os.WriteFile(filepath.Join(segDir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(segDir, "00000000000001000000"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SegmentStarts(segDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 2 {
+		t.Fatalf("SegmentStarts = %v, want at least 2 segments for 20 messages of 300 bytes in %d-byte segments", got, seg)
+	}
+	for i, start := range got {
+		if start != int64(i)*seg {
+			t.Fatalf("SegmentStarts = %v, want 0, %d, ... in order", got, seg)
+		}
+	}
+	if _, err := SegmentStarts(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("SegmentStarts of a missing directory: %v, want os.ErrNotExist", err)
+	}
+}

@@ -118,7 +118,7 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 		Queues:    queueTable{},
 	}
 	n := int(be.Uint32(b[36:]))
-	if c.Scan < 0 || c.Flushed < c.Scan || n > (len(body)-checkpointHeader)/13 {
+	if err := c.valid(); err != nil || n > (len(body)-checkpointHeader)/13 {
 		return checkpoint{}, fmt.Errorf("%w: offsets %d/%d, %d entries", errBadCheckpoint, c.Flushed, c.Scan, n)
 	}
 	p := body[checkpointHeader:]
@@ -157,8 +157,23 @@ func readCheckpoint(path string) (checkpoint, error) {
 	return decodeCheckpoint(b)
 }
 
-// writeCheckpoint replaces path atomically and durably.
+// valid checks the offsets' invariant: the scan offset is a record
+// boundary at or below the flushed offset, so that every record below it
+// is durable and recovery may call a record there that does not verify
+// corruption rather than a torn write.
+func (c *checkpoint) valid() error {
+	if c.Scan < 0 || c.Flushed < c.Scan {
+		return fmt.Errorf("%w: scan offset %d must be in [0, flushed offset %d]", errBadCheckpoint, c.Scan, c.Flushed)
+	}
+	return nil
+}
+
+// writeCheckpoint replaces path atomically and durably. It refuses a
+// checkpoint that readCheckpoint would refuse.
 func writeCheckpoint(dir, path string, c *checkpoint) error {
+	if err := c.valid(); err != nil {
+		return fmt.Errorf("commitlog: write checkpoint: %w", err)
+	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {

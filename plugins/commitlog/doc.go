@@ -113,14 +113,17 @@
 //     and otherwise a record ending in a zero byte where RocketMQ never
 //     writes one (a property list ends in \u0002, a topic in a topic
 //     character) is a torn write.
-//  5. The torn tail is cut as Truncate does, below.
+//  5. The verified records are msynced (a checkpoint's scan offset never
+//     passes its flushed offset), then the torn tail is cut as Truncate
+//     does, below.
 //
 // # Truncate, crash-safe
 //
 // (1) Rewrite the checkpoint with a scan offset <= the cut and a flushed
-// offset <= the cut; (2) zero the bytes from the cut to the old end of its
-// segment and msync them; (3) remove later segments, last first, fsyncing
-// the directory after each. A crash after (1) recovers the old log or the
+// offset <= the cut (msyncing the records below the scan offset first);
+// (2) zero the bytes from the cut to the old end of its segment and msync
+// them; (3) remove later segments, last first, fsyncing the directory
+// after each. A crash after (1) recovers the old log or the
 // cut one; after (2) recovery stops at the cut (zeros) and removes what (3)
 // left. Zeroing is what RocketMQ #10666 lacks: there the stale records stay
 // valid on disk and come back after a crash.

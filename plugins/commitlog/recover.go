@@ -92,6 +92,17 @@ func (l *Log) recover() error {
 				}
 			}
 		}
+		// The checkpoint's scan offset (p) must not pass its flushed
+		// offset: make the verified records below p durable first, or the
+		// checkpoint is one the next Open refuses, and a crash before the
+		// one written below leaves recovery without it.
+		if p > flushed {
+			l.flushed.Store(flushed)
+			if err := l.flushTo(p); err != nil {
+				return fmt.Errorf("commitlog: recovery: flushing the recovered records: %w", err)
+			}
+			flushed = p
+		}
 		c := checkpoint{Flushed: min(flushed, p), Scan: p, Timestamp: l.lastTS, Queues: table}
 		if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
 			return err

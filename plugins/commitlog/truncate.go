@@ -58,6 +58,14 @@ func (l *Log) Truncate(offset int64) error {
 		scanAt = offset
 	}
 	flushed := min(l.flushed.Load(), offset)
+	if flushed < scanAt {
+		// The checkpoint's scan offset may not pass its flushed offset
+		// (checkpoint.valid): make the records below scanAt durable.
+		if err := l.flushTo(scanAt); err != nil {
+			return fmt.Errorf("commitlog: truncate to %d: %w", offset, err)
+		}
+		flushed = scanAt
+	}
 	c := checkpoint{Flushed: flushed, Scan: scanAt, Timestamp: l.lastTS, Queues: table}
 	if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
 		return err
