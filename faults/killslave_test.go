@@ -79,7 +79,7 @@ func killSlave(t *testing.T, seed uint64) {
 	kill := func(phase string, k int) {
 		t.Helper()
 		s.Kill()
-		mode, off := tearTail(t, rng, filepath.Join(mdir, "commitlog"), filepath.Join(sdir, "commitlog"))
+		mode, off, diag := tearTail(t, rng, filepath.Join(mdir, "commitlog"), filepath.Join(sdir, "commitlog"))
 		tears[mode]++
 		if rng.IntN(4) == 0 {
 			// Kill it again in the middle of its start (recovery, the
@@ -98,7 +98,8 @@ func killSlave(t *testing.T, seed uint64) {
 		s.Restart()
 		run := lastRun(s.ReadLog())
 		if mode != tearNone && !strings.Contains(run, "recovery truncated the torn tail") {
-			t.Fatalf("%s kill %d: tail torn (%s) at %d, but the slave's recovery did not log a cut:\n%s", phase, k, tearNames[mode], off, run)
+			now, _ := proctest.ReadRange(filepath.Join(sdir, "commitlog"), segSize, off, off+24)
+			t.Fatalf("%s kill %d: tail torn (%s) at %d (%s; after the restart %x), but the slave's recovery did not log a cut:\n%s", phase, k, tearNames[mode], off, diag, now, run)
 		}
 		if strings.Contains(run, "recovery truncated the torn tail") {
 			cut++
@@ -152,7 +153,9 @@ func killSlave(t *testing.T, seed uint64) {
 // and, by a random choice, writes a torn record there: a strict prefix of
 // the master's next record, or random bytes. It returns the mode used
 // (tearNone when there was no room) and the end of the whole records.
-func tearTail(t *testing.T, rng *rand.Rand, mlog, slog string) (int, int64) {
+// It also returns what it did, for failure messages: the bytes at the
+// end before and after the tear.
+func tearTail(t *testing.T, rng *rand.Rand, mlog, slog string) (int, int64, string) {
 	t.Helper()
 	end, _, err := proctest.ScanEnd(slog, segSize)
 	if err != nil {
@@ -167,13 +170,14 @@ func tearTail(t *testing.T, rng *rand.Rand, mlog, slog string) (int, int64) {
 	// empty file, which recovery removes), so a crash cannot leave bytes
 	// in a shorter one.
 	if fi, err := os.Stat(path); err != nil || fi.Size() != segSize || room < record.FillerSize || mode == tearNone {
-		return tearNone, end
+		return tearNone, end, ""
 	}
+	before, _ := proctest.ReadRange(slog, segSize, end, end+min(room, 24))
 	var junk []byte
 	if mode == tearPartial {
 		hdr, err := proctest.ReadRange(mlog, segSize, end, end+8)
 		if err != nil {
-			return tearNone, end // the master has nothing there yet
+			return tearNone, end, "" // the master has nothing there yet
 		}
 		size := int64(binary.BigEndian.Uint32(hdr))
 		if binary.BigEndian.Uint32(hdr[4:]) != record.MagicCode || size > room || size < 2 {
@@ -200,7 +204,8 @@ func tearTail(t *testing.T, rng *rand.Rand, mlog, slog string) (int, int64) {
 	if _, err := f.WriteAt(junk, end-segStart); err != nil {
 		t.Fatal(err)
 	}
-	return mode, end
+	after, _ := proctest.ReadRange(slog, segSize, end, end+min(room, 24))
+	return mode, end, fmt.Sprintf("%d bytes written; before %x, after %x", len(junk), before, after)
 }
 
 // lastRun returns the part of a process log written by its latest run.

@@ -233,7 +233,9 @@ func TestScrapedMetricsAreKnown(t *testing.T) {
 	startNode("slave", "--data", filepath.Join(dir, "s"), "--listen", sAPI, "--master", mHA, "--segment-size", "1MiB")
 	waitHTTP(t, "http://"+mAPI+"/readyz")
 	waitHTTP(t, "http://"+sAPI+"/readyz")
-	out, err := exec.Command(bin, "put", "--api", "http://"+mAPI, "hello").CombinedOutput()
+	put := exec.Command(bin, "put", "--api", "http://"+mAPI, "hello")
+	put.Env = cleanEnv() // the CLI refuses unknown REPLICATOR_* variables, this test's own included
+	out, err := put.CombinedOutput()
 	if err != nil {
 		t.Fatalf("put: %v\n%s", err, out)
 	}

@@ -69,8 +69,10 @@ func CompareCommitLogs(a, b string, segSize, lo, hi int64) (int, error) {
 
 // ScanEnd walks the records of a commit log from its first segment, the
 // way recovery's scan does (verifying each record, following end-of-file
-// fillers), and returns the offset after the last whole record and the
-// number of records. It stops at the first position that is not a record.
+// fillers, taking a record whose last bytes are still zero for a torn
+// write: record.TornTail), and returns the offset after the last whole
+// record and the number of records. It stops at the first position that
+// is not a whole record.
 func ScanEnd(dir string, segSize int64) (end int64, records int, err error) {
 	starts, err := SegmentFiles(dir)
 	if err != nil || len(starts) == 0 {
@@ -99,7 +101,7 @@ func ScanEnd(dir string, segSize int64) (end int64, records int, err error) {
 				break
 			}
 			info, err := record.Verify(data[pos:])
-			if err != nil || info.PhysicalOffset != start+pos {
+			if err != nil || info.PhysicalOffset != start+pos || record.TornTail(data[pos:pos+int64(info.Size)], info) {
 				return start + pos, records, nil
 			}
 			pos += int64(info.Size)

@@ -287,7 +287,7 @@ func (l *Log) scan(from, applyFrom int64, table queueTable, flushed int64, clean
 			err = fmt.Errorf("%w: PHYSICALOFFSET %d (a stale or misplaced record)", record.ErrBadLength, info.PhysicalOffset)
 		case pos+int64(info.Size) > flushed && clean:
 			err = fmt.Errorf("record ends at %d, past the clean end %d", pos+int64(info.Size), flushed)
-		case pos+int64(info.Size) > flushed && tornTail(b[:info.Size], info):
+		case pos+int64(info.Size) > flushed && record.TornTail(b[:info.Size], info):
 			err = fmt.Errorf("record past the flushed offset %d ends in a zero byte: torn", flushed)
 		}
 		if err != nil {
@@ -306,19 +306,6 @@ func (l *Log) scan(from, applyFrom int64, table queueTable, flushed int64, clean
 		}
 		pos += int64(info.Size)
 	}
-}
-
-// tornTail reports a record whose last byte is zero although RocketMQ
-// writes a non-zero byte there: a property list ends with \u0002 and a
-// topic with one of [%|a-zA-Z0-9_-]. Without properties the record ends
-// with their zero length, so the topic's last byte is checked instead.
-// r is the record, info what Verify said about it (info.Topic aliases r).
-func tornTail(r []byte, info record.Info) bool {
-	topicEnd := cap(r) - cap(info.Topic) + len(info.Topic)
-	if topicEnd+2 < len(r) {
-		return r[len(r)-1] == 0
-	}
-	return len(info.Topic) > 0 && info.Topic[len(info.Topic)-1] == 0
 }
 
 // cutTail makes p the end of the log: it zeroes the bytes from p to the

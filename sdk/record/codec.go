@@ -192,6 +192,22 @@ type Info struct {
 	Topic          []byte // aliases the verified buffer
 }
 
+// TornTail reports whether the record r, which Verify accepted (info is
+// what it said; info.Topic aliases r), ends in a zero byte where RocketMQ
+// always writes a non-zero one: a property list ends with \u0002, or, in
+// RocketMQ 4.9.1-4.9.8, with the last character of a value; a topic with
+// one of [%|a-zA-Z0-9_-]. Without properties the record ends with their
+// zero length, so the topic's last byte is checked instead. BODYCRC covers
+// only the body: past the last flush, such a record is one whose last
+// bytes were never written (a torn write), not a whole one.
+func TornTail(r []byte, info Info) bool {
+	topicEnd := cap(r) - cap(info.Topic) + len(info.Topic)
+	if topicEnd+2 < len(r) {
+		return r[len(r)-1] == 0
+	}
+	return len(info.Topic) > 0 && info.Topic[len(info.Topic)-1] == 0
+}
+
 // Verify checks the record at the start of b (TOTALSIZE bounds, MAGICCODE,
 // every inner length and BODYCRC) without allocating. A filler is reported
 // with Filler set and no error. Errors wrap ErrShort when b ends before the

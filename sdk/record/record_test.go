@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -338,5 +339,47 @@ func BenchmarkRecordVerify1KiB(b *testing.B) {
 		if _, err := Verify(rec); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestTornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+	}{
+		{"with properties", map[string]string{"KEYS": "k1", "TAGS": "t"}},
+		{"without properties", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Message{Topic: "TopicTest", Body: []byte("body"), Properties: tc.props}
+			rec, err := Encode(nil, &m, 1, 2, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := Verify(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if TornTail(rec, info) {
+				t.Fatal("a whole record reported torn")
+			}
+			// The last bytes never written: BODYCRC still verifies, the
+			// zero tail gives the tear away. Without properties the last
+			// written bytes are the topic's (the zero properties length
+			// follows it).
+			torn := slices.Clone(rec)
+			n := 1
+			if tc.props == nil {
+				n = 3
+			}
+			clear(torn[len(torn)-n:])
+			info, err = Verify(torn)
+			if err != nil {
+				t.Fatalf("Verify of the torn record: %v (the case TornTail exists for)", err)
+			}
+			if !TornTail(torn, info) {
+				t.Fatal("a record with a zero last byte not reported torn")
+			}
+		})
 	}
 }
