@@ -94,6 +94,8 @@ func startJava(t *testing.T, classes, label, class string, args ...string) *proc
 // first frame's offset.
 func checkFrames(t *testing.T, p *proc) int64 {
 	t.Helper()
+	// An ack can reach the master before the peer's output is read.
+	p.waitLine(`^frame `)
 	frames := p.events("frame")
 	if len(frames) == 0 {
 		t.Fatalf("%s saw no frames", p.name)

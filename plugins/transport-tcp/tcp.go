@@ -489,10 +489,28 @@ func (l *tlsListener) handshake(c net.Conn) {
 		ctx, cancel = context.WithTimeout(ctx, t.opts.ConnectTimeout)
 		defer cancel()
 	}
-	tc := tls.Server(c, l.cfg)
+	// Record the verdict of VerifyConnection (the allowed client names):
+	// when Close cancels ctx as a refused handshake ends, HandshakeContext
+	// returns the context's error instead, and the refusal must still be
+	// logged.
+	cfg := l.cfg
+	var refused error
+	if next := cfg.VerifyConnection; next != nil {
+		cfg = cfg.Clone()
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			refused = next(cs)
+			return refused
+		}
+	}
+	tc := tls.Server(c, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		t.handshakeErr.Inc()
-		if l.ctx.Err() == nil {
+		if refused != nil {
+			err = refused
+		}
+		// Quiet only for a handshake that Close aborted.
+		aborted := refused == nil && l.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed))
+		if !aborted {
 			t.log.Warn("TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
 		}
 		c.Close()
