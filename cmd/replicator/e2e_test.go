@@ -111,7 +111,7 @@ func TestE2ESyncReplication(t *testing.T) {
 		t.Fatalf("with a slave: %+v", a)
 	}
 
-	s.signal(syscall.SIGSTOP)
+	s.pause()
 	t0 = time.Now()
 	a := put(t, m.api, "T", "third")
 	el := time.Since(t0)
@@ -142,7 +142,7 @@ func TestE2EAsyncReturnsAtOnce(t *testing.T) {
 	}
 	s := startSlave(t, filepath.Join(dir, "s"), m)
 	waitSlaves(t, m, 1)
-	s.signal(syscall.SIGSTOP)
+	s.pause()
 	defer s.signal(syscall.SIGCONT)
 	for i := range 20 {
 		t0 := time.Now()
@@ -520,7 +520,7 @@ func TestE2EShutdownFinishesInflightPut(t *testing.T) {
 	m := startMaster(t, filepath.Join(dir, "m"), "--replication", "sync", "--slave-timeout", "1500ms")
 	s := startSlave(t, filepath.Join(dir, "s"), m)
 	waitSlaves(t, m, 1)
-	s.signal(syscall.SIGSTOP)
+	s.pause()
 	defer s.signal(syscall.SIGCONT)
 
 	type result struct {

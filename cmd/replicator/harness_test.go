@@ -202,6 +202,32 @@ func (p *proc) wait() {
 
 func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
 
+// pause stops the process with SIGSTOP and waits until every one of its
+// threads is stopped: the stop is asynchronous, and a thread still running
+// could, for instance, still send an ack.
+func (p *proc) pause() {
+	p.t.Helper()
+	p.signal(syscall.SIGSTOP)
+	eventually(p.t, p.name+" stopped", func() error {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p.cmd.Process.Pid))
+		if err != nil || len(tasks) == 0 {
+			return fmt.Errorf("no threads listed: %v", err)
+		}
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			// pid (comm) state ...: the state follows the last ')'.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				return fmt.Errorf("%s not stopped yet", f)
+			}
+		}
+		return nil
+	})
+}
+
 // node options shared by the tests: small segments so tests stay fast.
 const testSegment = "1MiB"
 
