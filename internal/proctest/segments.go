@@ -10,10 +10,6 @@ import (
 	"github.com/replicatorhq/replicator/sdk/record"
 )
 
-// SegmentFiles lists the start offsets of the segment files in a
-// commit-log directory, in order.
-func SegmentFiles(dir string) ([]int64, error) { return commitlog.SegmentStarts(dir) }
-
 // ReadRange reads [lo, hi) (absolute offsets) of a commit log made of
 // segSize segment files in dir.
 func ReadRange(dir string, segSize, lo, hi int64) ([]byte, error) {
@@ -74,7 +70,7 @@ func CompareCommitLogs(a, b string, segSize, lo, hi int64) (int, error) {
 // record and the number of records. It stops at the first position that
 // is not a whole record.
 func ScanEnd(dir string, segSize int64) (end int64, records int, err error) {
-	starts, err := SegmentFiles(dir)
+	starts, err := commitlog.SegmentStarts(dir)
 	if err != nil || len(starts) == 0 {
 		return 0, 0, err
 	}
