@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,14 +132,20 @@ func raw(t *testing.T, addr, req string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
+	// Write while reading, as an HTTP client does: the server may answer
+	// (413) and close before it has read the whole request, and then the
+	// rest of the write fails with a reset. What matters is the answer.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c, req)
+		wrote <- err
+	}()
+	finish := sync.OnceValue(func() error { c.Close(); return <-wrote })
+	defer finish()
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("reading the answer to %q: %v", req, err)
+		t.Fatalf("reading the answer to %.200q: %v (write: %v)", req, err, finish())
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
