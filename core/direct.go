@@ -8,11 +8,13 @@ import (
 )
 
 // AppenderFrom is an optional extension of store.Store. A slave whose store
-// implements it, on a connection with a file descriptor (plain TCP), reads
-// each frame body from the socket straight into the store's memory — the
-// commitlog store's mapped segment — instead of through a read buffer and
-// AppendAt's copy. The store.Store interface itself is unchanged; the
-// slave finds the extension with a type assertion.
+// implements it, on a connection with a file descriptor (plain TCP), hands
+// each frame body to the store as a reader over the socket, instead of
+// reading it into a buffer of its own for AppendAt: the store chooses where
+// the bytes land (the commitlog store reads them into a buffer it reuses
+// and writes them to the segment file with pwrite). The store.Store
+// interface itself is unchanged; the slave finds the extension with a type
+// assertion.
 //
 // AppendAtFrom reads exactly n bytes from r (as io.ReadFull) and appends
 // them at offset under AppendAt's rules: offset equals the max offset (or

@@ -67,10 +67,12 @@
 // ErrSlaveWriteProtected.
 //
 // When the store implements AppenderFrom (the commitlog store does) and the
-// connection has a file descriptor (plain TCP on Linux), the slave reads
-// frame bodies from the socket straight into the store's mapped segment
-// (transport.DirectReader, readv(2): one system call and no copy per frame
-// during a catch-up), and reports when the socket runs dry — everything
+// connection has a file descriptor (plain TCP on Linux), the slave hands
+// each frame body to the store as a reader over the socket
+// (transport.DirectReader, readv(2): the body and the next header in one
+// system call, no staging copy in the core; the commitlog store reads it
+// into its own buffer and writes it with pwrite), and reports when the
+// socket runs dry — everything
 // received is applied — and at least every 1 MiB. The bytes on the wire
 // are the same; other stores and connections (TLS, in-memory) go through a
 // FrameReader and Store.AppendAt.

@@ -82,14 +82,17 @@ bin/plugins).
 Limits, measured first: raw loopback TCP (a plain Go sender and receiver of
 32 KiB frames; the catch-up measures it again before each run, on the same
 byte count), the 8-byte round trip, and the data directory's disk:
-sequential writes with fdatasync every 4 MiB, and 4 KiB write+fdatasync per
-second. Each result shows its ratio to loopback TCP and to the disk.
+sequential writes with fdatasync every 4 MiB, 4 KiB write+fdatasync per
+second, and filling a fresh file's page-cache pages (32 KiB writes, no
+sync: the least a slave does with each byte it receives). Each result shows
+its ratio to loopback TCP, to the disk and to the page-cache fill.
 
 JSON keys: scenario, via, store, producers, msg_size, duration_s,
 size_bytes, segment_size, runs, messages, bytes, elapsed_s, mb_per_s,
 msgs_per_s, p50_ms, p99_ms, p999_ms, not_put_ok, lag_p50_ms, lag_p99_ms,
 lag_max_ms, lag_samples, limit, limit_mb_per_s, ratio_to_limit,
-disk_write_mb_per_s, ratio_to_disk, disk_fdatasync_per_s, tcp_rtt_p50_ms,
+disk_write_mb_per_s, ratio_to_disk, page_write_mb_per_s, ratio_to_page_write,
+disk_fdatasync_per_s, tcp_rtt_p50_ms,
 tcp_rtt_p99_ms, the per-run figures (*_runs), peak memory
 (master_/slave_/process_peak_rss_bytes, ..._rss_anon_bytes,
 ..._rss_file_bytes, master_/slave_plugin_peak_rss_bytes),

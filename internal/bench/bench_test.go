@@ -71,6 +71,9 @@ func TestRunLibrary(t *testing.T) {
 		if *r.MBPerS <= 0 || *r.LimitMBPerS <= 0 || *r.RatioToLimit <= 0 || *r.RatioToLimit != *r.MBPerS / *r.LimitMBPerS {
 			t.Errorf("%s: mb/s %v limit %v ratio %v", r.Scenario, *r.MBPerS, *r.LimitMBPerS, *r.RatioToLimit)
 		}
+		if r.PageWriteMBPerS == nil || *r.PageWriteMBPerS <= 0 || *r.RatioToPageWrite != *r.MBPerS / *r.PageWriteMBPerS {
+			t.Errorf("%s: page-cache fill limit %v ratio %v", r.Scenario, r.PageWriteMBPerS, r.RatioToPageWrite)
+		}
 		if r.ProcessPeakRSS == nil || *r.ProcessPeakRSS <= 0 {
 			t.Errorf("%s: no process RSS", r.Scenario)
 		}

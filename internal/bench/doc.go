@@ -32,9 +32,12 @@
 // throughput (benchload.RawLoopback: a plain Go sender and receiver of
 // 32 KiB frames), the 8-byte request/ack round trip (the floor under a
 // sync put), and, in the scratch directory, sequential writes (1 MiB
-// writes, fdatasync every 4 MiB) and 4 KiB write+fdatasync operations per
-// second. Every result carries them and its ratio to loopback TCP
-// (ratio_to_limit) and to the disk's sequential write rate (ratio_to_disk).
+// writes, fdatasync every 4 MiB), 4 KiB write+fdatasync operations per
+// second, and filling a fresh file's page-cache pages (32 KiB pwrites, no
+// sync; benchload.RawPageWrite), the least a slave does with each byte.
+// Every result carries them and its ratio to loopback TCP
+// (ratio_to_limit), to the disk's sequential write rate (ratio_to_disk)
+// and to the page-cache fill (ratio_to_page_write).
 //
 // Memory comes from /proc/PID/status (Linux): VmHWM (the peak resident set;
 // reset through /proc/PID/clear_refs before each measured phase), and the

@@ -43,6 +43,7 @@ type Limits struct {
 	RTTP50, RTTP99  time.Duration // 8-byte request / 8-byte ack round trip
 	RoundTrips      float64       // round trips per second, one in flight
 	DiskWriteMBps   float64       // 1 MiB writes, fdatasync every 4 MiB
+	PageWriteMBps   float64       // 32 KiB pwrites into a fresh file, no sync
 	FdatasyncPerSec float64       // 4 KiB write + fdatasync
 	FdatasyncP50    time.Duration
 	FdatasyncP99    time.Duration
@@ -63,6 +64,9 @@ func Measure(ctx context.Context, dir string, c LimitsConfig) (Limits, error) {
 		return l, err
 	}
 	if err := fsyncRate(ctx, dir, c.FsyncDuration, &l); err != nil {
+		return l, err
+	}
+	if l.PageWriteMBps, err = benchload.RawPageWrite(ctx, dir, c.TCPBytes); err != nil {
 		return l, err
 	}
 	return l, nil

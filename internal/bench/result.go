@@ -44,9 +44,13 @@ type Result struct {
 	RatioToLimit   *float64 `json:"ratio_to_limit"`
 	DiskMBPerS     *float64 `json:"disk_write_mb_per_s"`
 	RatioToDisk    *float64 `json:"ratio_to_disk"`
-	FdatasyncPS    *float64 `json:"disk_fdatasync_per_s"`
-	RTTP50Ms       *float64 `json:"tcp_rtt_p50_ms"`
-	RTTP99Ms       *float64 `json:"tcp_rtt_p99_ms"`
+	// PageWriteMBPerS is filling a fresh file's page-cache pages (32 KiB
+	// pwrites, no sync): what a replica must do at least with each byte.
+	PageWriteMBPerS  *float64 `json:"page_write_mb_per_s"`
+	RatioToPageWrite *float64 `json:"ratio_to_page_write"`
+	FdatasyncPS      *float64 `json:"disk_fdatasync_per_s"`
+	RTTP50Ms         *float64 `json:"tcp_rtt_p50_ms"`
+	RTTP99Ms         *float64 `json:"tcp_rtt_p99_ms"`
 
 	MBPerSRuns   []float64 `json:"mb_per_s_runs"`
 	MsgsPerSRuns []float64 `json:"msgs_per_s_runs"`
@@ -159,6 +163,10 @@ func (r *runner) summarize(base Result, runs []run) Result {
 	if l.DiskWriteMBps > 0 {
 		res.DiskMBPerS = ptr(l.DiskWriteMBps)
 		res.RatioToDisk = ptr(*res.MBPerS / l.DiskWriteMBps)
+	}
+	if l.PageWriteMBps > 0 {
+		res.PageWriteMBPerS = ptr(l.PageWriteMBps)
+		res.RatioToPageWrite = ptr(*res.MBPerS / l.PageWriteMBps)
 	}
 	res.FdatasyncPS = ptr(l.FdatasyncPerSec)
 	res.LoopbackMBPerS = ptr(l.TCPMBps)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"math/rand"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/replicatorhq/replicator/sdk/store"
 )
@@ -307,31 +309,83 @@ func TestCommitLogAppendAtFromCrash(t *testing.T) {
 	sameBytes(t, master, c, 0, mb.Max)
 }
 
-// TestCommitLogPrefaultCursor: replicated appends find their pages
-// populated (inline or by the allocator), and populating never covers a
-// page twice: concurrent callers split the range.
-func TestCommitLogPrefaultCursor(t *testing.T) {
-	const seg = 1 << 20
+// TestCommitLogPrefaultWindow: a master's log populates at most a window
+// ahead of its writer, in whole chunks that never overlap, and follows the
+// writer as it moves; a replica's log (written with pwrite) populates
+// nothing, until it is promoted and appends itself.
+func TestCommitLogPrefaultWindow(t *testing.T) {
+	const seg = 16 << 20
+	const ahead = 4 << 20
+	opts := testOptions(t, seg)
+	opts.warmAhead = ahead
 	r := rand.New(rand.NewSource(3))
-	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	master := mustOpen(t, t.TempDir(), opts)
 	defer mustClose(t, master)
-	for master.Bounds().Max < 3*seg+1000 {
-		mustAppend(t, master, testMsg("T", 0, 4000, r.Int63()))
-	}
-	l := mustOpen(t, t.TempDir(), testOptions(t, seg))
-	defer mustClose(t, l)
-	for l.Bounds().Max < master.Bounds().Max {
+	// populatedTo waits for the allocator to settle (no cursor moves for a
+	// while) and returns the end of the populated run that starts at the
+	// max offset; no segment may be populated beyond limit.
+	populatedTo := func(l *Log, limit int64) int64 {
+		t.Helper()
+		var last []int64
+		for same, deadline := 0, time.Now().Add(20*time.Second); same < 50; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the allocator's cursors never settle")
+			}
+			l.mu.Lock()
+			segs := append(l.segList(), l.spare)
+			l.mu.Unlock()
+			var pops []int64
+			for _, s := range segs {
+				if s != nil {
+					pops = append(pops, s.start, s.popTo.Load())
+				}
+			}
+			if slices.Equal(pops, last) {
+				same++
+			} else {
+				last, same = pops, 0
+			}
+		}
 		at := l.Bounds().Max
-		replicateFrom(t, master, l, min(at+32<<10, master.Bounds().Max), r, 32<<10)
-		s, _ := segmentFor(l.segList(), at)
-		if p := s.popTo.Load(); p < at-s.start {
-			t.Fatalf("segment %d populated to %d, written to %d", s.start, p, at-s.start)
+		for i := 0; i < len(last); i += 2 {
+			start, pop := last[i], last[i+1]
+			if pop > pageSize && start+pop > limit {
+				t.Fatalf("segment %d populated to %d, beyond %d (max %d)", start, start+pop, limit, l.Bounds().Max)
+			}
+			if start <= at && start+pop > at {
+				at = start + pop
+			}
+		}
+		return at
+	}
+	for master.Bounds().Max < 2*seg+seg/2 {
+		mustAppend(t, master, testMsg("T", 0, 4000, r.Int63()))
+		if master.Bounds().Max%(5<<20) < 4200 {
+			mx := master.Bounds().Max
+			// The writer wakes the allocator once per warmChunk it crosses.
+			if got := populatedTo(master, mx+ahead+warmChunk); got < mx+ahead-warmChunk {
+				t.Fatalf("at max %d populated to %d, want at least %d", mx, got, mx+ahead-warmChunk)
+			}
 		}
 	}
-	sameBytes(t, master, l, 0, master.Bounds().Max)
+
+	replica := mustOpen(t, t.TempDir(), opts)
+	defer mustClose(t, replica)
+	replicateFrom(t, master, replica, master.Bounds().Max, r, 256<<10)
+	sameBytes(t, master, replica, 0, master.Bounds().Max)
+	if got, mx := populatedTo(replica, 0), replica.Bounds().Max; got != mx {
+		t.Fatalf("replica at %d populated to %d, want nothing", mx, got)
+	}
+	// Promoted: its own appends populate ahead again.
+	for mx := replica.Bounds().Max; replica.Bounds().Max < mx+3*warmChunk; {
+		mustAppend(t, replica, testMsg("T", 0, 4000, r.Int63()))
+	}
+	if mx := replica.Bounds().Max; populatedTo(replica, mx+ahead+warmChunk) < mx+ahead-warmChunk {
+		t.Fatalf("promoted replica at %d not populated %d ahead", mx, ahead)
+	}
 
 	// Concurrent prefaulting of one fresh segment: the claims tile it.
-	s, err := createSegment(t.TempDir()+"/seg", 0, seg, l.log, l.now())
+	s, err := createSegment(t.TempDir()+"/seg", 0, seg, master.log, master.now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,9 +393,10 @@ func TestCommitLogPrefaultCursor(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	worked := 0
+	const chunk = 256 << 10
 	for range 4 {
 		wg.Go(func() {
-			for s.prefaultChunk(0, inlineChunk) {
+			for s.prefaultChunk(0, chunk) {
 				mu.Lock()
 				worked++
 				mu.Unlock()
@@ -349,7 +404,7 @@ func TestCommitLogPrefaultCursor(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if s.popTo.Load() != seg || worked != seg/inlineChunk {
-		t.Fatalf("populated to %d in %d chunks, want %d in %d", s.popTo.Load(), worked, seg, seg/inlineChunk)
+	if s.popTo.Load() != seg || worked != seg/chunk {
+		t.Fatalf("populated to %d in %d chunks, want %d in %d", s.popTo.Load(), worked, seg, seg/chunk)
 	}
 }

@@ -43,7 +43,8 @@
 // assigns the queue offset per (topic, queue) and the physical offset, and
 // refuses bad input (store.ErrInvalidTopic, store.ErrMessageTooLarge,
 // record.ErrInvalidProperty) before writing a byte. AppendAt (replica)
-// copies raw bytes at exactly the max offset (store.ErrOffsetMismatch
+// writes raw bytes (pwrite into the segment file, which the mapping shares
+// through the page cache) at exactly the max offset (store.ErrOffsetMismatch
 // otherwise), never across a segment end (store.ErrSegmentOverflow); on an
 // empty log the offset must be a segment boundary and that segment is
 // created. Chunks may end inside a record; a dispatch cursor follows the
@@ -77,21 +78,26 @@
 //
 // A preallocator creates the next segment in the background and, with
 // Prefault, populates it (MADV_POPULATE_WRITE): a roll is a rename, and
-// appends take no page faults. Populating works in 2 MiB chunks on a
-// per-segment cursor, ahead of the writer: first the active segment, then
-// the next one, which is published as soon as it exists (a roll never
-// waits for it, and a populated segment is never thrown away). A
-// replicated append (AppendAt, AppendAtFrom) that gets ahead of the
-// allocator populates its own pages 256 KiB at a time, one madvise rather
-// than a page fault per page; Append, the latency-sensitive producer path,
-// never does.
+// Append takes no page faults. Populating works in 2 MiB chunks on a
+// per-segment cursor, at most 64 MiB ahead of the writer (Append wakes it
+// every 2 MiB): first the active segment, then the next one, which is
+// published as soon as it exists (a roll never waits for it, and a
+// populated segment is never thrown away). A master that only serves
+// reads populates nothing more, and a replica populates nothing at all:
+// replicated appends (AppendAt, AppendAtFrom) write with pwrite, which
+// fills fresh page-cache pages without the write fault (or populate) per
+// page that a copy through the mapping needs first, several times the
+// cost of the copy on a VM (docs/benchmarks.md). The written pages are
+// then mapped with one MADV_POPULATE_READ for the dispatch that reads
+// their record headers. A replica that Appends (promoted) populates ahead
+// again.
 //
 // AppendAtFrom (beyond store.Store; core.AppenderFrom) is AppendAt reading
-// its bytes from an io.Reader straight into the mapping: a slave reads
-// frame bodies from the socket into the segment without a copy. The put
-// lock is not held while it reads; other writers (Append, AppendAt,
-// Truncate) wait for it, readers do not, and a failed read zeroes what it
-// delivered and leaves the log unchanged.
+// its bytes from an io.Reader: a slave hands it the socket, and it reads
+// through a buffer it reuses (1 MiB at most) and pwrites each piece. The
+// put lock is not held while it reads; other writers (Append, AppendAt,
+// Truncate) wait for it, readers do not, and a failed read or write zeroes
+// what it wrote and leaves the log unchanged.
 //
 // # Recovery (Open)
 //

@@ -6,10 +6,10 @@ import (
 )
 
 // FaultOp names a file operation of the store that a Faults injector can
-// make fail. The store writes records through a shared mapping, so the
-// operations that can fail with an error (rather than SIGBUS) are the
-// flush and the creation of a segment file; those are the injection
-// points.
+// make fail. The store writes records (Append) through a shared mapping,
+// where a failure is a SIGBUS rather than an error; the operations that
+// can fail with an error are the flush, the creation of a segment file and
+// a replicated append's write; those are the injection points.
 type FaultOp uint8
 
 const (
@@ -22,6 +22,10 @@ const (
 	// the append path (roll) and by the preallocator. An injected ENOSPC
 	// is a full disk.
 	FaultCreate
+	// FaultWrite is a replicated append's write (pwrite) into a segment
+	// file (AppendAt, AppendAtFrom). An injected error fails the append
+	// and leaves the log unchanged, as EIO from the disk would.
+	FaultWrite
 )
 
 func (op FaultOp) String() string {
@@ -30,6 +34,8 @@ func (op FaultOp) String() string {
 		return "sync"
 	case FaultCreate:
 		return "create"
+	case FaultWrite:
+		return "write"
 	}
 	return fmt.Sprintf("FaultOp(%d)", uint8(op))
 }

@@ -1,8 +1,10 @@
 package commitlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math/rand"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +25,7 @@ func TestFaultsNilIsOff(t *testing.T) {
 	if err := f.check(FaultCreate, "x"); err != nil {
 		t.Fatalf("Set(nil) injected %v", err)
 	}
-	if FaultSync.String() != "sync" || FaultCreate.String() != "create" || FaultOp(9).String() != "FaultOp(9)" {
+	if FaultSync.String() != "sync" || FaultCreate.String() != "create" || FaultWrite.String() != "write" || FaultOp(9).String() != "FaultOp(9)" {
 		t.Fatal("FaultOp names")
 	}
 }
@@ -98,4 +100,67 @@ func TestFaultCreateFailsRoll(t *testing.T) {
 	if l.Bounds().Max <= 16<<10 {
 		t.Fatal("no new segment after the fault cleared")
 	}
+}
+
+// TestFaultWriteFailsReplicatedAppend: an injected write error (EIO) fails
+// AppendAt and AppendAtFrom, including in the middle of a multi-chunk
+// AppendAtFrom; the log is unchanged (max, bytes past it still zero) and
+// the same append succeeds once the fault clears, byte-identical to the
+// master.
+func TestFaultWriteFailsReplicatedAppend(t *testing.T) {
+	const seg = 4 << 20
+	r := rand.New(rand.NewSource(5))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for master.Bounds().Max < 3*fillChunk {
+		mustAppend(t, master, testMsg("T", 0, 4000, r.Int63()))
+	}
+	f := &Faults{}
+	o := testOptions(t, seg)
+	o.Faults = f
+	l := mustOpen(t, t.TempDir(), o)
+	defer mustClose(t, l)
+	replicateFrom(t, master, l, 100_000, r, 8000)
+	at := l.Bounds().Max
+	v, err := master.Read(at, 2*fillChunk+5000) // three chunks for AppendAtFrom
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(v.Data)
+	v.Release()
+
+	writes := 0
+	f.Set(func(op FaultOp, path string) error {
+		if op != FaultWrite {
+			return nil
+		}
+		if writes++; writes == 2 {
+			return syscall.EIO
+		}
+		return nil
+	})
+	unchanged := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("%s with a failing write: %v, want EIO", what, err)
+		}
+		if mx := l.Bounds().Max; mx != at {
+			t.Fatalf("%s: max %d after a failed write, want %d", what, mx, at)
+		}
+		s, _ := segmentFor(l.segList(), at)
+		if tail := s.data[at-s.start : min(s.size, at-s.start+int64(len(data)))]; bytes.Count(tail, []byte{0}) != len(tail) {
+			t.Fatalf("%s: bytes past the max offset are not zero after a failed write", what)
+		}
+	}
+	_, err = l.AppendAtFrom(at, len(data), bytes.NewReader(data))
+	unchanged("AppendAtFrom", err)
+	writes = 1
+	_, err = l.AppendAt(at, data[:1000])
+	unchanged("AppendAt", err)
+
+	f.Clear()
+	if next, err := l.AppendAtFrom(at, len(data), bytes.NewReader(data)); err != nil || next != at+int64(len(data)) {
+		t.Fatalf("AppendAtFrom after the fault cleared: %d, %v", next, err)
+	}
+	sameBytes(t, master, l, 0, l.Bounds().Max)
 }

@@ -1,9 +1,11 @@
 package commitlog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -185,21 +187,24 @@ func (l *Log) trimSealed() {
 	}
 }
 
-// Prefaulting works in chunks on a per-segment cursor (segment.popTo):
-// the allocator populates warmChunk at a time ahead of the writer, first
-// the active segment, then the preallocated next one; a replicated append
-// that finds its pages not yet populated populates inlineChunk at a time
-// itself, with one madvise instead of a page fault per page. No page is
-// populated twice and no populated segment is thrown away.
+// Prefaulting works in chunks on a per-segment cursor (segment.popTo): the
+// allocator populates warmChunk at a time ahead of the writer, first the
+// active segment, then the preallocated next one, never more than
+// prefaultAhead bytes past the max offset (a master that only serves
+// reads populates nothing), and not at all while the log is a replica:
+// replicated appends write with pwrite, which fills fresh pages itself
+// (Log.replicaWrite). No page is populated twice and no populated segment
+// is thrown away.
 const (
-	warmChunk   = 2 << 20
-	inlineChunk = 256 << 10
+	warmChunk     = 2 << 20
+	prefaultAhead = 64 << 20
 )
 
 // allocator creates the next segment in the background (RocketMQ's
 // AllocateMappedFileService), so that a roll costs a rename, and, with
 // Prefault, populates the active and the next segment ahead of the writer.
-// Requests are served between chunks, so a roll never waits for one.
+// Requests are served between chunks, so a roll never waits for one;
+// Append wakes it as the max offset moves (warmKick).
 func (l *Log) allocator() {
 	var warm []*segment // pinned segments to populate, in log order
 	defer func() {
@@ -208,7 +213,17 @@ func (l *Log) allocator() {
 		}
 	}()
 	for {
-		if len(warm) == 0 {
+		// Drop what is populated to its end or no longer in the log (only
+		// our reference left).
+		warm = slices.DeleteFunc(warm, func(s *segment) bool {
+			if s.refs.Load() > 1 && s.popTo.Load() < s.size {
+				return false
+			}
+			s.Release()
+			return true
+		})
+		s, from := l.nextToWarm(warm)
+		if s == nil {
 			select {
 			case <-l.done:
 				return
@@ -216,6 +231,7 @@ func (l *Log) allocator() {
 				warm = l.queueSpare(warm, start)
 			case seg := <-l.warmReq:
 				warm = queueWarm(warm, seg)
+			case <-l.warmKick:
 			}
 			continue
 		}
@@ -227,28 +243,65 @@ func (l *Log) allocator() {
 		case seg := <-l.warmReq:
 			warm = queueWarm(warm, seg)
 		default:
-			s := warm[0]
-			// Only our reference left: the log dropped the segment.
-			if s.refs.Load() <= 1 || !s.prefaultChunk(max(l.max.Load()-s.start, 0), warmChunk) {
-				s.Release()
-				warm = warm[1:]
+			if !s.prefaultChunk(from, warmChunk) {
+				s.popTo.Store(s.size) // nothing left to do (or no MADV_POPULATE_WRITE)
 			}
 		}
 	}
 }
 
+// nextToWarm returns the first segment of warm (in log order) with pages
+// to populate within the window ahead of the writer, and where to start;
+// nil when there is none (or the log is a replica).
+func (l *Log) nextToWarm(warm []*segment) (*segment, int64) {
+	if l.replicating.Load() {
+		return nil, 0
+	}
+	mx := l.max.Load()
+	for _, s := range warm {
+		from := max(mx-s.start, 0)
+		next := s.start + max(s.popTo.Load(), from)
+		if next >= mx+l.warmAhead {
+			return nil, 0 // far enough ahead: wait for the writer
+		}
+		if next < s.end() {
+			return s, from
+		}
+	}
+	return nil, 0
+}
+
+// kickWarm wakes the allocator when an append from off to next crossed a
+// warmChunk boundary, so that populating keeps prefaultAhead ahead.
+func (l *Log) kickWarm(off, next int64) {
+	if !l.opts.Prefault || off/warmChunk == next/warmChunk {
+		return
+	}
+	select {
+	case l.warmKick <- struct{}{}:
+	default:
+	}
+}
+
 func (l *Log) queueSpare(warm []*segment, start int64) []*segment {
 	if sp := l.preallocate(start); sp != nil {
-		return append(warm, sp)
+		return insertByStart(warm, sp)
 	}
 	return warm
 }
 
 func queueWarm(warm []*segment, seg *segment) []*segment {
 	if seg.pin() {
-		return append(warm, seg)
+		return insertByStart(warm, seg)
 	}
 	return warm
+}
+
+// insertByStart keeps warm in log order: the spare may be queued before
+// the active segment that precedes it.
+func insertByStart(warm []*segment, seg *segment) []*segment {
+	i, _ := slices.BinarySearchFunc(warm, seg.start, func(s *segment, start int64) int { return cmp.Compare(s.start, start) })
+	return slices.Insert(warm, i, seg)
 }
 
 // preallocate creates the segment starting at start as the spare. With
@@ -275,7 +328,9 @@ func (l *Log) preallocate(start int64) *segment {
 		l.log.Warn("preallocating segment", "file", path, "error", err)
 		return nil
 	}
-	if l.opts.Prefault && !seg.prefaultChunk(0, warmChunk) {
+	// One page tells whether the kernel has MADV_POPULATE_WRITE; without
+	// it, the whole segment is populated by touch, before publishing.
+	if l.opts.Prefault && !l.replicating.Load() && !seg.prefaultChunk(0, pageSize) {
 		seg.populate()
 	}
 	l.mu.Lock()

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,23 +46,29 @@ type Log struct {
 	spare      *segment   // preallocated next segment, still named .tmp
 	filling    bool       // an AppendAtFrom is reading into the log
 	fillDone   sync.Cond  // signalled when filling ends; L is &mu
+	fillBuf    []byte     // AppendAtFrom's read buffer, used while filling
 
-	segs     atomic.Pointer[[]*segment] // replaced (copy on write) under mu
-	max      atomic.Int64
-	flushed  atomic.Int64
-	truncGen atomic.Uint64 // bumped by every truncation, under mu
-	isClosed atomic.Bool
-	dirDirty atomic.Bool // a segment file was created since the last dir fsync
-	flushErr atomic.Pointer[error]
-	watchMu  sync.Mutex
-	watchers atomic.Pointer[[]chan<- struct{}]
-	gcMu     sync.Mutex
-	gcDone   chan struct{} // closed when the current group commit ends
-	kick     chan struct{}
-	allocReq chan int64
-	warmReq  chan *segment
-	done     chan struct{}
-	wg       sync.WaitGroup
+	segs      atomic.Pointer[[]*segment] // replaced (copy on write) under mu
+	max       atomic.Int64
+	flushed   atomic.Int64
+	truncGen  atomic.Uint64 // bumped by every truncation, under mu
+	isClosed  atomic.Bool
+	dirDirty  atomic.Bool // a segment file was created since the last dir fsync
+	flushErr  atomic.Pointer[error]
+	watchMu   sync.Mutex
+	watchers  atomic.Pointer[[]chan<- struct{}]
+	gcMu      sync.Mutex
+	gcDone    chan struct{} // closed when the current group commit ends
+	kick      chan struct{}
+	allocReq  chan int64
+	warmReq   chan *segment
+	warmKick  chan struct{}
+	warmAhead int64 // prefaultAhead, or Options.warmAhead in tests
+	// replicating is set by replicated appends and cleared by Append: a
+	// replica's pages are filled by pwrite, not populated ahead.
+	replicating atomic.Bool
+	done        chan struct{}
+	wg          sync.WaitGroup
 
 	// Test hooks, nil in production: flushHook runs before each flush;
 	// truncHook runs after each crash-safety step of Truncate and aborts it
@@ -89,19 +96,21 @@ func Open(dir string, opts Options) (*Log, error) {
 		now = time.Now
 	}
 	l := &Log{
-		root:     dir,
-		dir:      filepath.Join(dir, "commitlog"),
-		ckptPath: filepath.Join(dir, checkpointName),
-		opts:     opts,
-		log:      lg.Named("commitlog"),
-		now:      now,
-		maxRec:   opts.maxRecord(),
-		queues:   queueTable{},
-		gcDone:   make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-		allocReq: make(chan int64, 1),
-		warmReq:  make(chan *segment, 1),
-		done:     make(chan struct{}),
+		root:      dir,
+		dir:       filepath.Join(dir, "commitlog"),
+		ckptPath:  filepath.Join(dir, checkpointName),
+		opts:      opts,
+		log:       lg.Named("commitlog"),
+		now:       now,
+		maxRec:    opts.maxRecord(),
+		queues:    queueTable{},
+		gcDone:    make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		allocReq:  make(chan int64, 1),
+		warmReq:   make(chan *segment, 1),
+		warmKick:  make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		warmAhead: cmp.Or(opts.warmAhead, prefaultAhead),
 	}
 	l.fillDone.L = &l.mu
 	l.segs.Store(&[]*segment{})
@@ -213,6 +222,11 @@ func (l *Log) Append(ctx context.Context, msg *record.Message) (store.AppendResu
 	seg.mtime.Store(now.UnixNano())
 	l.max.Store(next)
 	l.mu.Unlock()
+
+	if l.replicating.Load() {
+		l.replicating.Store(false) // promoted: populate ahead again
+	}
+	l.kickWarm(off, next)
 
 	l.notify()
 	l.m.appendedBytes.Add(float64(size))
@@ -331,7 +345,8 @@ func (l *Log) requestSpare(start int64) {
 // AppendAt writes raw replicated bytes at offset (see store.Store). On an
 // empty log (min == max) offset must be a segment boundary, where the
 // segment is created: that is where a RocketMQ master starts an empty
-// slave. The bytes are copied.
+// slave. The bytes are copied into the segment file with pwrite, not
+// through the mapping (see replicaWrite).
 func (l *Log) AppendAt(offset int64, data []byte) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -339,19 +354,25 @@ func (l *Log) AppendAt(offset int64, data []byte) (int64, error) {
 	if err != nil || len(data) == 0 {
 		return mx, err
 	}
-	copy(seg.data[mx-seg.start:], data)
+	if err := l.replicaWrite(seg, mx-seg.start, data); err != nil {
+		return mx, fmt.Errorf("commitlog: append at %d: %w", offset, err)
+	}
 	return l.publishAt(seg, mx, len(data)), nil
 }
 
+// fillChunk bounds the buffer AppendAtFrom reads through: a frame body
+// (32 KiB by default) is one read and one pwrite.
+const fillChunk = 1 << 20
+
 // AppendAtFrom is AppendAt with the n bytes read from r (as io.ReadFull)
-// straight into the segment's mapping: no intermediate buffer, no copy.
-// The log's lock is not held while r is read, so readers, Bounds, flushes
-// and checkpoints go on meanwhile; nothing becomes visible before all n
-// bytes are in. Writers (Append, AppendAt, AppendAtFrom, Truncate) wait
-// until it returns. If r fails, the bytes it delivered are zeroed again,
-// the log is unchanged and the error wraps r's. A crash meanwhile leaves at
-// most a partial tail past the max offset, as a crash inside AppendAt's
-// copy does, which recovery handles.
+// through a buffer the log keeps, fillChunk at a time, and written to the
+// segment file. The log's lock is not held while r is read, so readers,
+// Bounds, flushes and checkpoints go on meanwhile; nothing becomes visible
+// before all n bytes are in. Writers (Append, AppendAt, AppendAtFrom,
+// Truncate) wait until it returns. If r or a write fails, the bytes written
+// are zeroed again, the log is unchanged and the error wraps the cause. A
+// crash meanwhile leaves at most a partial tail past the max offset, as a
+// crash inside AppendAt does, which recovery handles.
 func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("commitlog: append at %d: negative length %d", offset, n)
@@ -364,25 +385,61 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	}
 	seg.pin() // the log holds a reference: cannot fail under mu
 	l.filling = true
+	if len(l.fillBuf) < min(n, fillChunk) {
+		l.fillBuf = make([]byte, min(max(n, 64<<10), fillChunk))
+	}
+	buf := l.fillBuf // only the filling caller uses it
 	l.mu.Unlock()
 
 	pos := mx - seg.start
-	dst := seg.data[pos : pos+int64(n) : pos+int64(n)]
-	k, rerr := io.ReadFull(r, dst)
+	done, err := 0, error(nil)
+	for done < n && err == nil {
+		chunk := buf[:min(n-done, len(buf))]
+		k, rerr := io.ReadFull(r, chunk)
+		if k > 0 {
+			if werr := l.replicaWrite(seg, pos+int64(done), chunk[:k]); werr != nil {
+				err = werr
+				break
+			}
+			done += k
+		}
+		if rerr != nil {
+			err = fmt.Errorf("read %d of %d bytes: %w", done, n, rerr)
+		}
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	defer seg.Release()
 	l.filling = false
 	l.fillDone.Broadcast()
-	if rerr != nil {
-		clear(dst[:k])
-		return mx, fmt.Errorf("commitlog: append at %d: read %d of %d bytes: %w", offset, k, n, rerr)
+	if err != nil {
+		clear(seg.data[pos : pos+int64(done)])
+		return mx, fmt.Errorf("commitlog: append at %d: %w", offset, err)
 	}
 	if l.closed {
 		return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
 	}
 	return l.publishAt(seg, mx, n), nil
+}
+
+// replicaWrite writes replicated bytes at pos of seg with pwrite. A
+// replica receives whole pages in bulk: pwrite fills fresh page-cache
+// pages directly, where a copy through the mapping takes a write fault
+// (or a populate) per page first, which costs several times the copy
+// (docs/benchmarks.md). The mapping sees the bytes at once (one page
+// cache) and msync flushes them.
+func (l *Log) replicaWrite(seg *segment, pos int64, p []byte) error {
+	if err := l.opts.Faults.check(FaultWrite, seg.path); err != nil {
+		return err
+	}
+	if _, err := seg.f.WriteAt(p, pos); err != nil {
+		clear(seg.data[pos : pos+int64(len(p))]) // what a short write left
+		return fmt.Errorf("write %s at %d: %w", seg.path, pos, err)
+	}
+	// dispatch reads every record's header through the mapping next.
+	seg.mapForRead(pos, pos+int64(len(p)))
+	return nil
 }
 
 // waitFill waits until no AppendAtFrom is reading into the log (mu held).
@@ -427,6 +484,9 @@ func (l *Log) prepareAt(offset int64, n int) (*segment, int64, error) {
 	if n == 0 {
 		return nil, mx, nil
 	}
+	if !l.replicating.Load() {
+		l.replicating.Store(true)
+	}
 	var seg *segment
 	if len(segs) == 0 || mx == segs[len(segs)-1].end() {
 		var err error
@@ -439,12 +499,6 @@ func (l *Log) prepareAt(offset int64, n int) (*segment, int64, error) {
 	pos := mx - seg.start
 	if pos+int64(n) > seg.size {
 		return nil, mx, fmt.Errorf("commitlog: append at %d: %w: %d bytes, %d left in segment %s", offset, store.ErrSegmentOverflow, n, seg.size-pos, seg.path)
-	}
-	if l.opts.Prefault {
-		// Replicated bytes come fast and in bulk: populate what the
-		// allocator has not reached yet with one madvise per chunk rather
-		// than a page fault per page.
-		seg.prefaultTo(pos, pos+int64(n), inlineChunk)
 	}
 	return seg, mx, nil
 }

@@ -72,10 +72,11 @@ type Options struct {
 	// Preallocate creates the next segment in the background while the
 	// active one fills (RocketMQ's AllocateMappedFileService).
 	Preallocate bool
-	// Prefault populates the page tables of a preallocated segment
-	// (madvise MADV_POPULATE_WRITE, else touching each page), so appends
-	// do not take page faults. It dirties the whole segment: the kernel
-	// writes its zeros back once.
+	// Prefault populates the pages of the active and the preallocated
+	// segment up to 64 MiB ahead of Append (madvise MADV_POPULATE_WRITE,
+	// else touching each page of a new segment), so appends do not take
+	// page faults. Replicated appends write with pwrite and need none of
+	// it: a replica populates nothing.
 	Prefault bool
 	// Logger receives recovery, truncation and retention events; nil = none.
 	Logger hclog.Logger
@@ -85,6 +86,8 @@ type Options struct {
 	Now func() time.Time
 	// Faults injects file-operation errors (fault tests, faultfs.go); nil = none.
 	Faults *Faults
+
+	warmAhead int64 // tests: how far ahead of the writer to prefault (0: prefaultAhead)
 }
 
 // DefaultOptions returns RocketMQ's defaults: 1 GiB segments, 4 MiB
