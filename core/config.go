@@ -25,11 +25,19 @@ const (
 // MasterConfig configures a Master. Zero values take RocketMQ's defaults
 // (see DefaultMasterConfig).
 type MasterConfig struct {
-	ListenAddr            string                // HA listen address, e.g. "127.0.0.1:10912"
-	Role                  Role                  // AsyncMaster or SyncMaster
-	SyncAcks              int                   // SyncMaster: distinct slaves that must ack (default 1)
-	SlaveTimeout          time.Duration         // SyncMaster wait (default 5s)
-	SlaveFallBehindMax    int64                 // SLAVE_NOT_AVAILABLE gap (default 256 MiB)
+	ListenAddr         string        // HA listen address, e.g. "127.0.0.1:10912"
+	Role               Role          // AsyncMaster or SyncMaster
+	SyncAcks           int           // SyncMaster: distinct slaves that must ack (default 1)
+	SlaveTimeout       time.Duration // SyncMaster wait (default 5s)
+	SlaveFallBehindMax int64         // SLAVE_NOT_AVAILABLE gap (default 256 MiB)
+	// MaxLag, when positive, makes an AsyncMaster's Put wait (at most
+	// SlaveTimeout) while the SyncAcks-th best connected slave is more than
+	// MaxLag bytes behind the put: back-pressure that bounds the
+	// replication lag when producers write faster than the link carries.
+	// The put is stored either way and answers PUT_OK; with no slave
+	// available (none connected, or all SlaveFallBehindMax behind) it does
+	// not wait. 0 (the default) is RocketMQ's behaviour: no flow control.
+	MaxLag                int64
 	TransferBatchSize     int                   // max frame body (default 32 KiB, below 4 MiB-12)
 	HeartbeatInterval     time.Duration         // heartbeat after this long without sending (default 5s)
 	HousekeepingInterval  time.Duration         // close a connection that read nothing this long (default 20s)
@@ -91,6 +99,8 @@ func (c MasterConfig) Validate() error {
 		return fmt.Errorf("%w: SlaveTimeout %v < 0", ErrInvalidConfig, c.SlaveTimeout)
 	case c.SlaveFallBehindMax < 0:
 		return fmt.Errorf("%w: SlaveFallBehindMax %d < 0", ErrInvalidConfig, c.SlaveFallBehindMax)
+	case c.MaxLag < 0:
+		return fmt.Errorf("%w: MaxLag %d < 0", ErrInvalidConfig, c.MaxLag)
 	case c.TransferBatchSize < 1 || c.TransferBatchSize > transport.MaxBodyLimit:
 		return fmt.Errorf("%w: TransferBatchSize %d outside [1, %d]", ErrInvalidConfig, c.TransferBatchSize, transport.MaxBodyLimit)
 	case c.HeartbeatInterval < 0:

@@ -51,6 +51,11 @@
 // recomputes the SyncAcks-th highest ack of the connected slaves and pops
 // exactly the waiters it covers — no 10 ms or 1 s polling.
 //
+// MaxLag (off by default: RocketMQ has no flow control) is back-pressure for
+// an ASYNC_MASTER: a put waits in the same heap, for the offset MaxLag below
+// its next offset, so it returns once the slaves are within MaxLag of it (or
+// after SlaveTimeout, or at once when no slave is available), always PUT_OK.
+//
 // # Slave
 //
 // NewSlave + Start run the HA client: dial the master (ConnectTimeout),

@@ -88,7 +88,9 @@ type syncFixture struct {
 func newSyncFixture(t *testing.T, cfg MasterConfig) *syncFixture {
 	f := &syncFixture{st: newMemStore(1 << 20), tr: newPipeTransport(), reg: prometheus.NewPedanticRegistry()}
 	f.st.fill(t, 0, 1000)
-	cfg.Role = SyncMaster
+	if cfg.MaxLag == 0 {
+		cfg.Role = SyncMaster // a MaxLag fixture is an ASYNC_MASTER
+	}
 	cfg.Registerer = f.reg
 	f.m = startMaster(t, f.st, f.tr, cfg)
 	return f
@@ -401,4 +403,64 @@ func TestCoreAsyncMasterPutDoesNotWait(t *testing.T) {
 			t.Fatalf("%+v %v", res, err)
 		}
 	})
+}
+
+// TestCoreAsyncMaxLag: with MaxLag, an ASYNC_MASTER put never waits without
+// an available slave, waits while the slave is more than MaxLag behind it,
+// is released by the very ack that brings the slave within MaxLag (no
+// polling), and answers PUT_OK after SlaveTimeout if no ack does.
+func TestCoreAsyncMaxLag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newSyncFixture(t, MasterConfig{MaxLag: 150}) // records of 100 bytes
+		defer f.m.Close()
+		want := func(o putOutcome, next int64, after time.Duration) {
+			t.Helper()
+			if o.err != nil || o.res.Status != PutOK || o.res.NextOffset != next || o.at != after {
+				t.Fatalf("got %v %v next %d after %v, want PUT_OK next %d after %v", o.res.Status, o.err, o.res.NextOffset, o.at, next, after)
+			}
+		}
+		want(<-f.putAsync(t, context.Background()), 1100, 0) // no slave: no wait
+
+		c := f.rawSlave(t, 1000)
+		defer c.Close()
+		synctest.Wait()
+		ch := f.putAsync(t, context.Background()) // next 1200: needs an ack of 1050
+		pending(ch)
+		rawReport(t, c, 1040)
+		pending(ch)
+		rawReport(t, c, 1050)
+		want(<-ch, 1200, 0)
+
+		want(<-f.putAsync(t, context.Background()), 1300, DefaultSlaveTimeout) // no ack comes
+		if f.st.Bounds().Max != 1300 || f.m.gt.queue.Len() != 0 {
+			t.Fatalf("max %d, %d waiters left", f.st.Bounds().Max, f.m.gt.queue.Len())
+		}
+		rawReport(t, c, 1300)
+		synctest.Wait()
+		want(<-f.putAsync(t, context.Background()), 1400, 0) // within MaxLag
+		if got := testutil.ToFloat64(f.m.met.puts.WithLabelValues("PUT_OK")); got != 4 {
+			t.Fatalf("puts_total{PUT_OK} %v", got)
+		}
+		if n := testutil.CollectAndCount(f.reg, "replicator_ha_lag_wait_duration_seconds"); n != 1 {
+			t.Fatalf("lag wait histogram missing: %d", n)
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		rawReport(t, c, 1400)
+		synctest.Wait()
+		f.putAsync(t, context.Background()) // next 1500: within MaxLag of 1400
+		synctest.Wait()
+		ch = f.putAsync(t, ctx) // next 1600: needs 1450
+		pending(ch)
+		cancel()
+		if o := <-ch; !errors.Is(o.err, context.Canceled) || o.res.Status != PutOK || o.at != 0 {
+			t.Fatalf("cancelled wait: %v %v after %v", o.res.Status, o.err, o.at)
+		}
+	})
+}
+
+func TestCoreMasterConfigMaxLag(t *testing.T) {
+	if err := (MasterConfig{ListenAddr: "x:1", MaxLag: -1}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("negative MaxLag: %v", err)
+	}
 }

@@ -287,12 +287,15 @@ func (m *Master) Put(ctx context.Context, msg *record.Message) (PutResult, error
 	}
 	pr := PutResult{Offset: res.Offset, NextOffset: res.NextOffset, QueueOffset: res.QueueOffset}
 	var werr error
-	if m.cfg.Role == SyncMaster {
+	switch {
+	case m.cfg.Role == SyncMaster:
 		var rs PutStatus
 		rs, werr = m.waitSlaves(ctx, res.NextOffset)
 		if rs != PutOK {
 			status = rs
 		}
+	case m.cfg.MaxLag > 0:
+		werr = m.waitLag(ctx, res.NextOffset)
 	}
 	pr.Status = status
 	if m.met != nil {
@@ -343,6 +346,47 @@ func (m *Master) waitSlaves(ctx context.Context, next int64) (PutStatus, error) 
 		m.log.Warn("sync put timed out waiting for slave acks", "next_offset", next, "timeout", m.cfg.SlaveTimeout)
 	}
 	return FlushSlaveTimeout, err
+}
+
+// waitLag is the AsyncMaster back-pressure (MaxLag): it waits until the
+// group-transfer quorum is within MaxLag of next, at most SlaveTimeout, and
+// not at all when no slave is available. It returns only ctx's error: the
+// put is stored and answered PUT_OK whatever happens here.
+func (m *Master) waitLag(ctx context.Context, next int64) error {
+	m.mu.Lock()
+	if m.closed || !m.slavesAvailableLocked(next) {
+		m.mu.Unlock()
+		return nil
+	}
+	w := m.gt.add(next - m.cfg.MaxLag)
+	m.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	start := time.Now()
+	defer func() {
+		if m.met != nil {
+			m.met.lagWait.Observe(time.Since(start).Seconds())
+		}
+	}()
+	t := time.NewTimer(m.cfg.SlaveTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-w.done:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-m.closing:
+	}
+	m.mu.Lock()
+	removed := m.gt.remove(w)
+	m.mu.Unlock()
+	if removed && err == nil {
+		m.log.Debug("async put stopped waiting for the slave to come within max lag", "next_offset", next, "max_lag", m.cfg.MaxLag, "timeout", m.cfg.SlaveTimeout)
+	}
+	return err
 }
 
 func (m *Master) observeWait(start time.Time) {

@@ -27,6 +27,7 @@ type masterMetrics struct {
 	outOfRange prometheus.Counter
 	closes     *prometheus.CounterVec
 	syncWait   prometheus.Histogram
+	lagWait    prometheus.Histogram
 	puts       *prometheus.CounterVec
 }
 
@@ -99,6 +100,12 @@ func newMasterMetrics(r prometheus.Registerer) (*masterMetrics, error) {
 		Namespace: metricNamespace, Subsystem: metricSubsystem,
 		Name:    "sync_wait_duration_seconds",
 		Help:    "Time SYNC_MASTER puts waited for slave acks.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs .. ~6.5 s
+	}), &err)
+	regInto(r, &m.lagWait, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Subsystem: metricSubsystem,
+		Name:    "lag_wait_duration_seconds",
+		Help:    "Time ASYNC_MASTER puts waited for the slave to come within MaxLag bytes (back-pressure; only puts that waited).",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs .. ~6.5 s
 	}), &err)
 	regInto(r, &m.puts, prometheus.NewCounterVec(prometheus.CounterOpts(opts("puts_total", "Stored puts by status.")), []string{"status"}), &err)

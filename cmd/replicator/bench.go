@@ -19,6 +19,7 @@ type benchOpts struct {
 	Size        int64
 	Producers   []string
 	MsgSize     int64
+	MaxLag      int64
 	Duration    time.Duration
 	Via         []string
 	Store       []string
@@ -89,7 +90,7 @@ its ratio to loopback TCP, to the disk and to the page-cache fill.
 
 JSON keys: scenario, via, store, producers, msg_size, duration_s,
 size_bytes, segment_size, runs, messages, bytes, elapsed_s, mb_per_s,
-msgs_per_s, p50_ms, p99_ms, p999_ms, not_put_ok, lag_p50_ms, lag_p99_ms,
+msgs_per_s, max_lag_bytes, p50_ms, p99_ms, p999_ms, not_put_ok, lag_p50_ms, lag_p99_ms,
 lag_max_ms, lag_samples, limit, limit_mb_per_s, ratio_to_limit,
 disk_write_mb_per_s, ratio_to_disk, page_write_mb_per_s, ratio_to_page_write,
 disk_fdatasync_per_s, tcp_rtt_p50_ms,
@@ -101,6 +102,7 @@ machine_busy_pct, cpus, time; null where a key does not apply.`,
 			{Name: "size", Meta: "SIZE", Help: "catchup: the master's log size", Default: "1GiB", Value: config.Size(&b.Size, 64<<10, 1<<40)},
 			{Name: "producers", Meta: "N,...", Help: "sync and async: concurrent producer counts", Default: "1,16,64", Value: config.CSV(&b.Producers, checkProducers)},
 			{Name: "msg-size", Meta: "SIZE", Help: "sync and async: message body size", Default: "1KiB", Value: config.Size(&b.MsgSize, 1, 4<<20)},
+			{Name: "max-lag", Meta: "SIZE", Help: "async: the master's --max-lag back-pressure (0: none, as RocketMQ)", Default: "0", Value: config.Size(&b.MaxLag, 0, 1<<40)},
 			{Name: "duration", Meta: "DURATION", Help: "sync and async: measuring time per producer count (after a warm-up of a fifth of it, at most 1s)", Default: "5s", Value: config.Duration(&b.Duration, 10*time.Millisecond, time.Hour)},
 			{Name: "via", Meta: "api,library", Help: "through the daemon's HTTP API (child processes) and/or the library in this process", Default: "api,library", Value: config.CSV(&b.Via, oneOf(bench.ViaAPI, bench.ViaLibrary))},
 			{Name: "store", Meta: "builtin,external", Help: "the builtin commit-log store and/or the same store as an external plugin", Default: "builtin", Value: config.CSV(&b.Store, oneOf(bench.StoreBuiltin, bench.StoreExternal))},
@@ -126,6 +128,7 @@ func runBench(ctx context.Context, e *env) int {
 		Stores:      o.Store,
 		Size:        o.Size,
 		MsgSize:     int(o.MsgSize),
+		MaxLag:      o.MaxLag,
 		Duration:    o.Duration,
 		Runs:        o.Runs,
 		SegmentSize: o.SegmentSize,

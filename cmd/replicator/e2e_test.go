@@ -367,6 +367,7 @@ func TestE2EBadFlags(t *testing.T) {
 		{[]string{"master", "--replication", "semi-sync"}, []string{"--replication", "async, sync"}},
 		{[]string{"master", "--flush", "never"}, []string{"--flush"}},
 		{[]string{"master", "--sync-acks", "0"}, []string{"--sync-acks", "out of range"}},
+		{[]string{"master", "--max-lag", "-1"}, []string{"--max-lag"}},
 		{[]string{"master", "--max-message-size", "1GiB"}, []string{"--max-message-size", "out of range"}},
 		{[]string{"master", "--data"}, []string{"--data", "missing value"}},
 		{[]string{"master", "--bogus"}, []string{"--bogus", "unknown flag"}},

@@ -37,6 +37,7 @@ type nodeOpts struct {
 	Replication      string // master: async | sync
 	SlaveTimeout     time.Duration
 	SyncAcks         int
+	MaxLag           int64  // master: async back-pressure (0: off)
 	Flush            string // async | sync
 	SegmentSize      int64
 	MaxMessageSize   int64
@@ -190,7 +191,9 @@ slaves connect to --ha-listen and receive the commit log with RocketMQ's
 classic HA protocol. With --replication sync a put returns once --sync-acks
 slaves hold the message (PUT_OK), or after --slave-timeout
 (FLUSH_SLAVE_TIMEOUT), or at once when no slave is close enough
-(SLAVE_NOT_AVAILABLE); the message is stored in every case.
+(SLAVE_NOT_AVAILABLE); the message is stored in every case. With
+--replication async and --max-lag, a put waits while the slave is more than
+--max-lag bytes behind it (back-pressure), then answers PUT_OK.
 
 SIGINT or SIGTERM stops the node gracefully: it stops accepting, finishes
 in-flight puts, flushes and closes the commit log, and exits 0.`,
@@ -201,6 +204,7 @@ in-flight puts, flushes and closes the commit log, and exits 0.`,
 			{Name: "replication", Meta: "MODE", Help: "async (ASYNC_MASTER) or sync (SYNC_MASTER)", Default: "async", Value: config.Enum(&m.Replication, "async", "sync")},
 			{Name: "slave-timeout", Meta: "DURATION", Help: "sync replication: how long a put waits for slaves", Default: "5s", Value: config.Duration(&m.SlaveTimeout, time.Millisecond, 10*time.Minute)},
 			{Name: "sync-acks", Meta: "N", Help: "sync replication: slaves that must hold a message", Default: "1", Value: config.Int(&m.SyncAcks, 1, 64)},
+			{Name: "max-lag", Meta: "SIZE", Help: "async replication: a put waits (at most --slave-timeout) while the slave is more than SIZE behind it (0: never, as RocketMQ)", Default: "0", Value: config.Size(&m.MaxLag, 0, 1<<40)},
 			{Name: "flush", Meta: "MODE", Help: "disk flush: async (ASYNC_FLUSH) or sync (SYNC_FLUSH)", Default: "async", Value: config.Enum(&m.Flush, "async", "sync")},
 			{Name: "max-message-size", Meta: "SIZE", Help: "largest message body accepted", Default: "4MiB", Value: config.Size(&m.MaxMessageSize, 1, 256<<20)},
 			{Name: "ha-tls-cert", Meta: "FILE", Help: "serve the HA port over TLS with this PEM certificate (needs --ha-tls-key)", Value: config.File(&m.sec.HATLSCert, true)},

@@ -20,6 +20,7 @@ master {
   slave_timeout = "3s"
   segment_size  = "64MiB"
   sync_acks     = 2
+  max_lag       = "4MiB"
 }
 slave {
   master            = "10.0.0.1:10912"
@@ -38,7 +39,7 @@ put {
 	}
 	m := o.master
 	if res.Command.Name != "master" || m.Data != "/srv/m" || m.Replication != "sync" || m.SlaveTimeout != 4*time.Second ||
-		m.SegmentSize != 128<<20 || m.SyncAcks != 2 || m.Listen != "127.0.0.1:9000" || m.HAListen != defaultHAListen ||
+		m.SegmentSize != 128<<20 || m.SyncAcks != 2 || m.MaxLag != 4<<20 || m.Listen != "127.0.0.1:9000" || m.HAListen != defaultHAListen ||
 		m.Flush != "async" || m.MaxMessageSize != 4<<20 || o.global.LogFormat != "json" || o.global.LogLevel != "info" {
 		t.Fatalf("master options %+v, global %+v", m, o.global)
 	}
@@ -76,7 +77,7 @@ func TestConfigNodeDerived(t *testing.T) {
 	// The default --max-message-size shrinks to fit a small segment; an
 	// explicit one that does not fit is refused.
 	var o options
-	res, err := program(&o).Parse([]string{"master", "--segment-size", "1MiB"}, nil)
+	res, err := program(&o).Parse([]string{"master", "--segment-size", "1MiB", "--max-lag", "2MiB"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +86,8 @@ func TestConfigNodeDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxMessageSize != 512<<10 {
-		t.Fatalf("max message size %d", cfg.MaxMessageSize)
+	if cfg.MaxMessageSize != 512<<10 || cfg.MaxLag != 2<<20 {
+		t.Fatalf("max message size %d, max lag %d", cfg.MaxMessageSize, cfg.MaxLag)
 	}
 	o = options{}
 	res, err = program(&o).Parse([]string{"master", "--segment-size", "1MiB", "--max-message-size", "1MiB"}, nil)

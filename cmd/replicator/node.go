@@ -81,6 +81,7 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 		cfg.HAListen = o.HAListen
 		cfg.SlaveTimeout = o.SlaveTimeout
 		cfg.SyncAcks = o.SyncAcks
+		cfg.MaxLag = o.MaxLag
 		cfg.SyncFlush = o.Flush == "sync"
 		cfg.MaxMessageSize = o.MaxMessageSize
 		if o.MaxMessageSize > o.SegmentSize/2 {

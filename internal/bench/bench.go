@@ -55,6 +55,9 @@ type Config struct {
 	Producers []int    // sync and async (DefaultProducers)
 	MsgSize   int      // message body size (DefaultMsgSize)
 	Duration  time.Duration
+	// MaxLag is the async master's back-pressure (core.MasterConfig.MaxLag,
+	// the daemon's --max-lag); 0: none, RocketMQ's behaviour.
+	MaxLag int64
 	// Warmup runs before each measured sync/async point, unmeasured
 	// (default Duration/5, at most 1s; negative: none).
 	Warmup time.Duration

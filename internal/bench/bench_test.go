@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -172,4 +173,33 @@ func TestCatchupSegment(t *testing.T) {
 			t.Errorf("catchupSegment(%d) = %d", size, seg)
 		}
 	}
+}
+
+// TestLagSamplerCountsBacklog: a sample the slave never holds before the
+// run ends is reported with the time it waited, not dropped; one it holds
+// is reported with its own lag.
+func TestLagSamplerCountsBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		held := int64(100) // the slave holds everything below
+		s := newLagSampler(func(ctx context.Context, next int64) (time.Time, error) {
+			if next <= held {
+				time.Sleep(3 * time.Millisecond)
+				return time.Now(), nil
+			}
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		s.start(ctx)
+		synctest.Wait()
+		s.onPut(0, 50, time.Now())
+		time.Sleep(LagEvery + 10*time.Millisecond)
+		synctest.Wait()
+		s.onPut(0, 500, time.Now()) // never held
+		time.Sleep(2 * time.Second)
+		lags, err := s.finish(cancel)
+		if err != nil || len(lags) != 2 || lags[0] != 3*time.Millisecond || lags[1] != 2*time.Second {
+			t.Fatalf("lags %v, %v; want [3ms 2s]", lags, err)
+		}
+	})
 }

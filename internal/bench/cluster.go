@@ -117,7 +117,7 @@ func (r *runner) newLibCluster(ctx context.Context, kind, dir string, role core.
 		return c, fmt.Errorf("opening the slave's store: %w", err)
 	}
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	if c.m, err = core.NewMaster(c.mst, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: role}); err != nil {
+	if c.m, err = core.NewMaster(c.mst, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: role, MaxLag: r.cfg.MaxLag}); err != nil {
 		return c, err
 	}
 	if err = c.m.Start(); err != nil {
@@ -227,7 +227,7 @@ func (r *runner) startMaster(ctx context.Context, kind, dir, replication string,
 	}
 	api, ha := addrs[0], addrs[1]
 	args := append(r.nodeArgs(kind), "master", "--data", dir, "--listen", api, "--ha-listen", ha,
-		"--replication", replication, "--segment-size", strconv.FormatInt(seg, 10))
+		"--replication", replication, "--segment-size", strconv.FormatInt(seg, 10), "--max-lag", strconv.FormatInt(r.cfg.MaxLag, 10))
 	c, err := startChild(r.cfg.Exe, "master", dir+".log", "http://"+api, args...)
 	if err != nil {
 		return nil, "", err

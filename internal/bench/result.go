@@ -14,8 +14,9 @@ type Result struct {
 	Via         string   `json:"via"`      // api, library
 	Producers   *int     `json:"producers"`
 	MsgSize     *int     `json:"msg_size"`
-	DurationS   *float64 `json:"duration_s"` // sync/async: asked measuring time
-	SizeBytes   *int64   `json:"size_bytes"` // catchup: the master's log
+	DurationS   *float64 `json:"duration_s"`    // sync/async: asked measuring time
+	MaxLag      *int64   `json:"max_lag_bytes"` // async: the master's back-pressure (0: none)
+	SizeBytes   *int64   `json:"size_bytes"`    // catchup: the master's log
 	SegmentSize int64    `json:"segment_size"`
 	Runs        int      `json:"runs"`
 

@@ -313,6 +313,9 @@ func (r *runner) load(ctx context.Context, sc, via, kind string) error {
 		}
 		base := Result{Scenario: sc, Store: kind, Via: via, Producers: ptr(p), MsgSize: ptr(r.cfg.MsgSize),
 			DurationS: ptr(r.cfg.Duration.Seconds()), SegmentSize: seg}
+		if sc == Async {
+			base.MaxLag = ptr(r.cfg.MaxLag)
+		}
 		res := r.summarize(base, runs)
 		lag := ""
 		if res.LagP99Ms != nil {
@@ -379,7 +382,9 @@ func (r *runner) loadRun(ctx context.Context, cl cluster, sc, via, kind string, 
 }
 
 // lagSampler measures replication lag: every LagEvery it takes the next
-// put that returns and waits until the slave holds it.
+// put that returns and waits until the slave holds it. A sample the slave
+// does not hold when the run ends counts with the time it waited (a lower
+// bound), so a growing backlog is reported rather than dropped.
 type lagSampler struct {
 	wait  func(context.Context, int64) (time.Time, error)
 	want  atomic.Bool
@@ -426,7 +431,12 @@ func (s *lagSampler) start(ctx context.Context) {
 			if err != nil {
 				if ctx.Err() == nil {
 					s.err = err
+					return
 				}
+				// The run ended before the slave held the sample: count
+				// the time it has waited, a lower bound of its lag, so
+				// that a backlog shows instead of vanishing.
+				s.lags = append(s.lags, time.Since(m.at))
 				return
 			}
 			s.lags = append(s.lags, max(0, seen.Sub(m.at)))

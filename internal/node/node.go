@@ -51,6 +51,7 @@ type Config struct {
 	HAListen     string        // HA listen address
 	SlaveTimeout time.Duration // sync replication wait
 	SyncAcks     int           // slaves that must ack a sync put
+	MaxLag       int64         // async back-pressure in bytes (0: off)
 
 	// Slave
 	MasterHA  string // master's HA address
@@ -348,6 +349,7 @@ func (n *Node) start() error {
 			Role:                 cfg.Role,
 			SyncAcks:             cfg.SyncAcks,
 			SlaveTimeout:         cfg.SlaveTimeout,
+			MaxLag:               cfg.MaxLag,
 			HousekeepingInterval: cfg.HAIdleTimeout,
 			Logger:               n.log,
 			Registerer:           n.reg,
