@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -194,6 +195,78 @@ func TestCoreTCPReplication(t *testing.T) {
 	recs, _, err := slog.ReadMessages(res.Offset, 1)
 	if err != nil || len(recs) != 1 || !bytes.Equal(recs[0].Body, msg(7).Body) {
 		t.Fatalf("slave record: %v %v", recs, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := slog.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mlog.Close(); err != nil {
+		t.Fatal(err)
+	}
+	compareSegments(t, mdir, sdir, max)
+}
+
+// TestCoreTCPMaxLag: an ASYNC_MASTER with MaxLag over real TCP, with a slave
+// catching up from behind while 8 producers put: no put returns while the
+// slave's ack (as the master last heard it) is more than MaxLag behind it,
+// and the slave ends byte-identical.
+func TestCoreTCPMaxLag(t *testing.T) {
+	const maxLag = 64 << 10
+	mdir, sdir := t.TempDir(), t.TempDir()
+	mlog := openLog(t, mdir)
+	tr := tcptransport.New(tcptransport.DefaultOptions())
+	m, err := core.NewMaster(mlog, tr, core.MasterConfig{
+		ListenAddr: "127.0.0.1:0", MaxLag: maxLag, StartFromFirstSegment: true, Logger: tlogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for mlog.Bounds().Max < 4*tcpSegSize { // no slave: no wait
+		if res, err := m.Put(ctx, msg(0)); err != nil || res.Status != core.PutOK {
+			t.Fatalf("put without slave: %v %v", res.Status, err)
+		}
+	}
+	slog := openLog(t, sdir)
+	s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr(), Logger: tlogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitSlaves(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for p := range 8 {
+		wg.Go(func() {
+			for j := range 300 {
+				res, err := m.Put(ctx, msg(p*1000+j))
+				if err != nil || res.Status != core.PutOK {
+					t.Errorf("put: %v %v", res.Status, err)
+					return
+				}
+				ss := m.Status().Slaves
+				if len(ss) != 1 || ss[0].AckOffset < res.NextOffset-maxLag {
+					t.Errorf("put ending at %d returned with the slave at %+v, more than %d behind", res.NextOffset, ss, maxLag)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	max := mlog.Bounds().Max
+	for slog.Bounds().Max < max {
+		time.Sleep(time.Millisecond)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
