@@ -55,6 +55,7 @@ type nodeOpts struct {
 type nodeSecurity struct {
 	TLSCert, TLSKey, TLSClientCA string // API over TLS, client certificates
 	APITokenFile                 string // API bearer token
+	Pprof                        bool   // serve /debug/pprof/ on the API
 	HATLSCert, HATLSKey          string // master: server certificate; slave: client certificate
 	HATLSClientCA                string // master: require slave certificates
 	HAAllow, HAAllowCN           []string
@@ -93,6 +94,7 @@ func apiSecurityOpts(s *nodeSecurity) []*config.Option {
 		{Name: "tls-key", Meta: "FILE", Help: "PEM private key of --tls-cert", Value: config.File(&s.TLSKey, true)},
 		{Name: "tls-client-ca", Meta: "FILE", Help: "require API client certificates signed by a CA in this PEM file", Value: config.File(&s.TLSClientCA, true)},
 		{Name: "api-token-file", Meta: "FILE", Help: "require Authorization: Bearer <token> (the file's content) on every API route but /healthz and /readyz; default: $" + apiTokenEnv, Value: config.File(&s.APITokenFile, true)},
+		{Name: "pprof", Help: "serve Go's profiling endpoints at /debug/pprof/ on the API (behind the token when one is set)", Value: config.Bool(&s.Pprof)},
 	}
 }
 

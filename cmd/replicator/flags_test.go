@@ -77,7 +77,7 @@ func TestConfigNodeDerived(t *testing.T) {
 	// The default --max-message-size shrinks to fit a small segment; an
 	// explicit one that does not fit is refused.
 	var o options
-	res, err := program(&o).Parse([]string{"master", "--segment-size", "1MiB", "--max-lag", "2MiB"}, nil)
+	res, err := program(&o).Parse([]string{"master", "--segment-size", "1MiB", "--max-lag", "2MiB", "--pprof"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,8 @@ func TestConfigNodeDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxMessageSize != 512<<10 || cfg.MaxLag != 2<<20 {
-		t.Fatalf("max message size %d, max lag %d", cfg.MaxMessageSize, cfg.MaxLag)
+	if cfg.MaxMessageSize != 512<<10 || cfg.MaxLag != 2<<20 || !cfg.Profiling {
+		t.Fatalf("max message size %d, max lag %d, profiling %v", cfg.MaxMessageSize, cfg.MaxLag, cfg.Profiling)
 	}
 	o = options{}
 	res, err = program(&o).Parse([]string{"master", "--segment-size", "1MiB", "--max-message-size", "1MiB"}, nil)

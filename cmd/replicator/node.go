@@ -135,6 +135,7 @@ func (e *env) nodeSecurity(role string, sec *nodeSecurity, cfg *node.Config) err
 	if cfg.APIToken, err = e.apiToken(sec.APITokenFile, "--api-token-file"); err != nil {
 		return err
 	}
+	cfg.Profiling = sec.Pprof
 	if role == "master" {
 		switch {
 		case sec.HATLSCert != "" || sec.HATLSKey != "":

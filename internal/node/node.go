@@ -77,6 +77,9 @@ type Config struct {
 	// <token>" on every route except /healthz and /readyz.
 	APITLS   *tls.Config
 	APIToken string
+	// Profiling serves Go's profiling endpoints at /debug/pprof/ on the API
+	// (api.Server.EnableProfiling), behind APIToken when it is set.
+	Profiling bool
 	// APIMaxConns bounds the API's open connections (0:
 	// api.DefaultMaxConns; negative: no limit).
 	APIMaxConns int
@@ -379,6 +382,10 @@ func (n *Node) start() error {
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.Profiling {
+		n.api.EnableProfiling()
+		n.log.Info("profiling endpoints enabled", "path", "/debug/pprof/", "api_token", cfg.APIToken != "")
 	}
 	for _, ext := range cfg.Extensions {
 		env := ExtensionEnv{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,16 +65,29 @@ func TestNodeInProcess(t *testing.T) {
 
 	mc := base
 	mc.Role, mc.DataDir, mc.HAListen = core.AsyncMaster, filepath.Join(dir, "m"), "127.0.0.1:0"
+	mc.Profiling = true
 	mURL, stopMaster := runNode(t, mc)
 	var mst api.Status
 	getJSON(t, hc, mURL+"/v1/status", &mst)
 	if mst.Role != "ASYNC_MASTER" || mst.HAAddr == "" || mst.SegmentSize != 1<<20 {
 		t.Fatalf("master status %+v", mst)
 	}
+	if resp, err := hc.Get(mURL + "/debug/pprof/heap?debug=1"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("master with Profiling: GET /debug/pprof/heap: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 
 	sc := base
 	sc.Role, sc.DataDir, sc.MasterHA = core.Slave, filepath.Join(dir, "s"), mst.HAAddr
 	sURL, stopSlave := runNode(t, sc)
+	if resp, err := hc.Get(sURL + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("slave without Profiling: GET /debug/pprof/: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 
 	var last api.PutAnswer
 	for i := range 50 {
