@@ -49,10 +49,17 @@ func benchPoint(m map[string]any) string {
 // slave as child processes, producers over HTTP.
 func TestE2EBenchAPI(t *testing.T) {
 	t.Parallel()
-	args := append([]string{"bench", "--json", "--via", "api", "--producers", "3", "--dir", t.TempDir()}, benchTiny...)
+	prof := t.TempDir()
+	args := append([]string{"bench", "--json", "--via", "api", "--producers", "3", "--dir", t.TempDir(), "--profile", prof}, benchTiny...)
 	code, out, errb := runCLI(t, "", args...)
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+	// --profile: the producers' profile, and the daemons' (their --pprof).
+	for _, name := range []string{"sync-api-builtin-p3-run1.cpu.pprof", "async-api-builtin-p3-run1.master.cpu.pprof", "sync-api-builtin-p3-run1.slave.cpu.pprof"} {
+		if fi, err := os.Stat(filepath.Join(prof, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", name, err)
+		}
 	}
 	res := benchJSON(t, out)
 	var points []string

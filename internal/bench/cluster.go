@@ -219,6 +219,14 @@ func (r *runner) nodeArgs(kind string) []string {
 	return args
 }
 
+// profileArgs are the node flags that let profileDaemons fetch profiles.
+func (r *runner) profileArgs() []string {
+	if r.cfg.ProfileDir == "" {
+		return nil
+	}
+	return []string{"--pprof"}
+}
+
 // startMaster starts a master child on data directory dir.
 func (r *runner) startMaster(ctx context.Context, kind, dir, replication string, seg int64) (*child, string, error) {
 	addrs, err := freeAddrs(2)
@@ -228,6 +236,7 @@ func (r *runner) startMaster(ctx context.Context, kind, dir, replication string,
 	api, ha := addrs[0], addrs[1]
 	args := append(r.nodeArgs(kind), "master", "--data", dir, "--listen", api, "--ha-listen", ha,
 		"--replication", replication, "--segment-size", strconv.FormatInt(seg, 10), "--max-lag", strconv.FormatInt(r.cfg.MaxLag, 10))
+	args = append(args, r.profileArgs()...)
 	c, err := startChild(r.cfg.Exe, "master", dir+".log", "http://"+api, args...)
 	if err != nil {
 		return nil, "", err
@@ -247,6 +256,7 @@ func (r *runner) startSlave(ctx context.Context, kind, dir string, master *child
 	}
 	args := append(r.nodeArgs(kind), "slave", "--data", dir, "--listen", addrs[0], "--master", ha,
 		"--master-api", master.api, "--segment-size", strconv.FormatInt(seg, 10), "--reconnect-delay", "100ms")
+	args = append(args, r.profileArgs()...)
 	return startChild(r.cfg.Exe, "slave", dir+".log", "http://"+addrs[0], args...)
 }
 

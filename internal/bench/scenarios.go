@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -349,9 +351,12 @@ func (r *runner) loadRun(ctx context.Context, cl cluster, sc, via, kind string, 
 	if lag != nil {
 		load.OnPut = lag.onPut
 	}
-	stopProf := r.startProfile(fmt.Sprintf("%s-%s-%s-p%d-run%d", sc, via, kind, p, i+1))
+	name := fmt.Sprintf("%s-%s-%s-p%d-run%d", sc, via, kind, p, i+1)
+	stopProf := r.startProfile(name)
+	stopDaemons := r.profileDaemons(ctx, cl, name, r.cfg.Duration)
 	st := benchload.Drive(ctx, load, cl.put)
 	stopProf()
+	stopDaemons()
 	var lags []time.Duration
 	var lagErr error
 	if lag != nil {
@@ -550,6 +555,55 @@ func (r *runner) settle(ctx context.Context, g memGroups) {
 // clockTicks is USER_HZ, the unit of /proc/PID/stat CPU times (100 on
 // every Linux architecture Go supports).
 const clockTicks = 100
+
+// profileDaemons fetches a CPU profile of d (whole seconds, at least 1)
+// from the master and the slave child of an api cluster (started with
+// --pprof) into ProfileDir as NAME.master.cpu.pprof and NAME.slave.cpu.pprof;
+// the returned function waits for both. Library clusters are in this
+// process: startProfile covers them.
+func (r *runner) profileDaemons(ctx context.Context, cl cluster, name string, d time.Duration) func() {
+	ac, ok := cl.(*apiCluster)
+	if r.cfg.ProfileDir == "" || !ok {
+		return func() {}
+	}
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	var wg sync.WaitGroup
+	for role, c := range map[string]*child{"master": ac.master, "slave": ac.slave} {
+		wg.Go(func() {
+			path := filepath.Join(r.cfg.ProfileDir, name+"."+role+".cpu.pprof")
+			if err := fetchProfile(ctx, c.api, secs, path); err != nil {
+				r.progress("profile %s of the %s: %v", name, role, err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// fetchProfile saves GET base/debug/pprof/profile?seconds=secs to path.
+func fetchProfile(ctx context.Context, base string, secs int, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 // startProfile starts a CPU profile named name in ProfileDir; the returned
 // function stops it and writes the allocation profile beside it.
