@@ -319,27 +319,9 @@ func (m *Master) waitSlaves(ctx context.Context, next int64) (PutStatus, error) 
 	}
 	w := m.gt.add(next)
 	m.mu.Unlock()
-	if w == nil {
-		m.observeWait(start)
-		return PutOK, nil
-	}
-	t := time.NewTimer(m.cfg.SlaveTimeout)
-	defer t.Stop()
-	var err error
-	select {
-	case <-w.done:
-		m.observeWait(start)
-		return PutOK, nil
-	case <-t.C:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-m.closing:
-	}
-	m.mu.Lock()
-	removed := m.gt.remove(w)
-	m.mu.Unlock()
+	covered, err := m.await(ctx, w)
 	m.observeWait(start)
-	if !removed { // covered while we were giving up
+	if covered {
 		return PutOK, nil
 	}
 	if err == nil {
@@ -364,17 +346,29 @@ func (m *Master) waitLag(ctx context.Context, next int64) error {
 		return nil
 	}
 	start := time.Now()
-	defer func() {
-		if m.met != nil {
-			m.met.lagWait.Observe(time.Since(start).Seconds())
-		}
-	}()
+	covered, err := m.await(ctx, w)
+	if m.met != nil {
+		m.met.lagWait.Observe(time.Since(start).Seconds())
+	}
+	if !covered && err == nil {
+		m.log.Debug("async put stopped waiting for the slave to come within max lag", "next_offset", next, "max_lag", m.cfg.MaxLag, "timeout", m.cfg.SlaveTimeout)
+	}
+	return err
+}
+
+// await waits until the quorum covers w (nil: already covered), at most
+// SlaveTimeout, or until ctx ends or the master closes; then it takes w
+// out of the queue. covered reports whether an ack covered w, even one
+// that came while it was giving up; err is ctx's error if ctx ended it.
+func (m *Master) await(ctx context.Context, w *syncWaiter) (covered bool, err error) {
+	if w == nil {
+		return true, nil
+	}
 	t := time.NewTimer(m.cfg.SlaveTimeout)
 	defer t.Stop()
-	var err error
 	select {
 	case <-w.done:
-		return nil
+		return true, nil
 	case <-t.C:
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -383,10 +377,10 @@ func (m *Master) waitLag(ctx context.Context, next int64) error {
 	m.mu.Lock()
 	removed := m.gt.remove(w)
 	m.mu.Unlock()
-	if removed && err == nil {
-		m.log.Debug("async put stopped waiting for the slave to come within max lag", "next_offset", next, "max_lag", m.cfg.MaxLag, "timeout", m.cfg.SlaveTimeout)
+	if !removed {
+		return true, nil // covered while we were giving up
 	}
-	return err
+	return false, err
 }
 
 func (m *Master) observeWait(start time.Time) {

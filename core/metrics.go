@@ -42,6 +42,15 @@ type slaveMetrics struct {
 	mismatches prometheus.Counter
 }
 
+// waitHistogram is a histogram of put waits for slave acks, 50 µs to ~6.5 s.
+func waitHistogram(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricNamespace, Subsystem: metricSubsystem,
+		Name: name, Help: help,
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+	})
+}
+
 func heartbeatsVec() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricNamespace, Subsystem: metricSubsystem,
@@ -96,18 +105,8 @@ func newMasterMetrics(r prometheus.Registerer) (*masterMetrics, error) {
 	regInto(r, &m.connsTotal, prometheus.NewCounter(prometheus.CounterOpts(opts("connections_total", "Slave connections accepted."))), &err)
 	regInto(r, &m.outOfRange, prometheus.NewCounter(prometheus.CounterOpts(opts("out_of_range_requests_total", "Slave connections whose request offset was outside the master's log (heartbeats only)."))), &err)
 	regInto(r, &m.closes, prometheus.NewCounterVec(prometheus.CounterOpts(opts("connection_closes_total", "Slave connections closed, by reason.")), []string{"reason"}), &err)
-	regInto(r, &m.syncWait, prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: metricNamespace, Subsystem: metricSubsystem,
-		Name:    "sync_wait_duration_seconds",
-		Help:    "Time SYNC_MASTER puts waited for slave acks.",
-		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs .. ~6.5 s
-	}), &err)
-	regInto(r, &m.lagWait, prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: metricNamespace, Subsystem: metricSubsystem,
-		Name:    "lag_wait_duration_seconds",
-		Help:    "Time ASYNC_MASTER puts waited for the slave to come within MaxLag bytes (back-pressure; only puts that waited).",
-		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs .. ~6.5 s
-	}), &err)
+	regInto(r, &m.syncWait, waitHistogram("sync_wait_duration_seconds", "Time SYNC_MASTER puts waited for slave acks."), &err)
+	regInto(r, &m.lagWait, waitHistogram("lag_wait_duration_seconds", "Time ASYNC_MASTER puts waited for the slave to come within MaxLag bytes (back-pressure; only puts that waited)."), &err)
 	regInto(r, &m.puts, prometheus.NewCounterVec(prometheus.CounterOpts(opts("puts_total", "Stored puts by status.")), []string{"status"}), &err)
 	regInto(r, &hb, heartbeatsVec(), &err)
 	if err != nil {

@@ -89,6 +89,46 @@ func compareSegments(t *testing.T, masterDir, slaveDir string, max int64) {
 	}
 }
 
+// startTCPMaster starts a master on mlog over tr, listening on 127.0.0.1.
+func startTCPMaster(t *testing.T, mlog *commitlog.Log, tr *tcptransport.Transport, cfg core.MasterConfig) *core.Master {
+	t.Helper()
+	cfg.ListenAddr, cfg.StartFromFirstSegment, cfg.Logger = "127.0.0.1:0", true, tlogger(t)
+	m, err := core.NewMaster(mlog, tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// startTCPSlave starts a slave on slog following m and waits until m sees it.
+func startTCPSlave(t *testing.T, slog *commitlog.Log, tr *tcptransport.Transport, m *core.Master) *core.SlaveNode {
+	t.Helper()
+	s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr(), Logger: tlogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitSlaves(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// closeAll closes each in order, failing the test on an error.
+func closeAll(t *testing.T, cs ...interface{ Close() error }) {
+	t.Helper()
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCoreTCPReplication: master and slave over real TCP on 127.0.0.1 with
 // the commitlog store. The slave catches up on a multi-segment log while
 // producers keep appending (sync puts), is closed, its store reopened from
@@ -98,15 +138,7 @@ func TestCoreTCPReplication(t *testing.T) {
 	mdir, sdir := t.TempDir(), t.TempDir()
 	mlog := openLog(t, mdir)
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	m, err := core.NewMaster(mlog, tr, core.MasterConfig{
-		ListenAddr: "127.0.0.1:0", Role: core.SyncMaster, StartFromFirstSegment: true, Logger: tlogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	m := startTCPMaster(t, mlog, tr, core.MasterConfig{Role: core.SyncMaster})
 	ctx := context.Background()
 	// 1.5 MiB before any slave: SLAVE_NOT_AVAILABLE, stored.
 	i := 0
@@ -118,16 +150,7 @@ func TestCoreTCPReplication(t *testing.T) {
 		i++
 	}
 	slog := openLog(t, sdir)
-	s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr(), Logger: tlogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WaitSlaves(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	s := startTCPSlave(t, slog, tr, m)
 	// Producers append while the slave catches up.
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -169,17 +192,8 @@ func TestCoreTCPReplication(t *testing.T) {
 	if got := slog.Bounds().Max; got != resumeAt {
 		t.Fatalf("reopened slave log at %d, want %d", got, resumeAt)
 	}
-	s, err = core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr(), Logger: tlogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s = startTCPSlave(t, slog, tr, m)
 	defer s.Close()
-	if err := m.WaitSlaves(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
 	if ss := m.Status().Slaves; len(ss) != 1 || ss[0].RequestOffset != resumeAt {
 		t.Fatalf("restarted slave: %+v, want request offset %d", ss, resumeAt)
 	}
@@ -196,18 +210,7 @@ func TestCoreTCPReplication(t *testing.T) {
 	if err != nil || len(recs) != 1 || !bytes.Equal(recs[0].Body, msg(7).Body) {
 		t.Fatalf("slave record: %v %v", recs, err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := slog.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mlog.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeAll(t, s, m, slog, mlog)
 	compareSegments(t, mdir, sdir, max)
 }
 
@@ -220,15 +223,7 @@ func TestCoreTCPMaxLag(t *testing.T) {
 	mdir, sdir := t.TempDir(), t.TempDir()
 	mlog := openLog(t, mdir)
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	m, err := core.NewMaster(mlog, tr, core.MasterConfig{
-		ListenAddr: "127.0.0.1:0", MaxLag: maxLag, StartFromFirstSegment: true, Logger: tlogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	m := startTCPMaster(t, mlog, tr, core.MasterConfig{MaxLag: maxLag})
 	ctx := context.Background()
 	for mlog.Bounds().Max < 4*tcpSegSize { // no slave: no wait
 		if res, err := m.Put(ctx, msg(0)); err != nil || res.Status != core.PutOK {
@@ -236,16 +231,7 @@ func TestCoreTCPMaxLag(t *testing.T) {
 		}
 	}
 	slog := openLog(t, sdir)
-	s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr(), Logger: tlogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WaitSlaves(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	s := startTCPSlave(t, slog, tr, m)
 	var wg sync.WaitGroup
 	for p := range 8 {
 		wg.Go(func() {
@@ -268,17 +254,6 @@ func TestCoreTCPMaxLag(t *testing.T) {
 	for slog.Bounds().Max < max {
 		time.Sleep(time.Millisecond)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := slog.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mlog.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeAll(t, s, m, slog, mlog)
 	compareSegments(t, mdir, sdir, max)
 }
