@@ -408,3 +408,38 @@ func TestCommitLogPrefaultWindow(t *testing.T) {
 		t.Fatalf("populated to %d in %d chunks, want %d in %d", s.popTo.Load(), worked, seg, seg/chunk)
 	}
 }
+
+// TestCommitLogReplicaRetention: on a replica (prefault on, populating
+// nothing), the allocator does not keep sealed segments pinned, so
+// retention deletes them.
+func TestCommitLogReplicaRetention(t *testing.T) {
+	const seg = 1 << 20
+	r := rand.New(rand.NewSource(9))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for master.Bounds().Max < 5*seg+1000 {
+		mustAppend(t, master, testMsg("T", 0, 4000, r.Int63()))
+	}
+	o := testOptions(t, seg)
+	o.RetentionBytes = 3 * seg
+	l := mustOpen(t, t.TempDir(), o)
+	defer mustClose(t, l)
+	replicateFrom(t, master, l, master.Bounds().Max, r, 64<<10)
+	deadline := time.Now().Add(20 * time.Second)
+	for l.Bounds().Min < 3*seg {
+		if time.Now().After(deadline) {
+			var pinned []int64
+			for _, s := range l.segList() {
+				if s.refs.Load() > 1 {
+					pinned = append(pinned, s.start)
+				}
+			}
+			t.Fatalf("retention stuck at min %d (max %d); pinned segments %v", l.Bounds().Min, l.Bounds().Max, pinned)
+		}
+		if _, err := l.enforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sameBytes(t, master, l, l.Bounds().Min, l.Bounds().Max)
+}

@@ -213,10 +213,12 @@ func (l *Log) allocator() {
 		}
 	}()
 	for {
-		// Drop what is populated to its end or no longer in the log (only
-		// our reference left).
+		// Drop what is populated to its end, sealed (the writer is past
+		// it) or no longer in the log (only our reference left): a pin
+		// held here would also keep retention from deleting the segment.
+		mx := l.max.Load()
 		warm = slices.DeleteFunc(warm, func(s *segment) bool {
-			if s.refs.Load() > 1 && s.popTo.Load() < s.size {
+			if s.refs.Load() > 1 && s.popTo.Load() < s.size && s.end() > mx {
 				return false
 			}
 			s.Release()
