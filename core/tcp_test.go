@@ -223,7 +223,9 @@ func TestCoreTCPMaxLag(t *testing.T) {
 	mdir, sdir := t.TempDir(), t.TempDir()
 	mlog := openLog(t, mdir)
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	m := startTCPMaster(t, mlog, tr, core.MasterConfig{MaxLag: maxLag})
+	// A put that gave up waiting (SlaveTimeout) would return with the slave
+	// behind: make that impossible within the test.
+	m := startTCPMaster(t, mlog, tr, core.MasterConfig{MaxLag: maxLag, SlaveTimeout: 10 * time.Minute})
 	ctx := context.Background()
 	for mlog.Bounds().Max < 4*tcpSegSize { // no slave: no wait
 		if res, err := m.Put(ctx, msg(0)); err != nil || res.Status != core.PutOK {
