@@ -61,12 +61,10 @@ func startInProcMaster(t *testing.T, flush commitlog.FlushMode) *inProcMaster {
 		o.Logger, o.Registerer, o.Faults = so.Logger, so.Registerer, m.faults
 		return commitlog.Open(dir, o)
 	})
-	addrs, err := proctest.FreeAddrs(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Port 0: the node binds its own ports (a port picked free beforehand
+	// can be taken by a parallel test before the node binds it).
 	n, err := node.New(node.Config{
-		Role: core.AsyncMaster, DataDir: m.dir, Listen: addrs[0], HAListen: addrs[1],
+		Role: core.AsyncMaster, DataDir: m.dir, Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0",
 		SegmentSize: segSize, SyncFlush: flush == commitlog.FlushSync, MaxMessageSize: 32 << 10,
 		Registry: reg, Logger: hclog.New(&hclog.LoggerOptions{Name: "replicator", Output: m.logs, Level: hclog.Info}),
 	})

@@ -268,12 +268,21 @@ func (p *Proc) Relaunch() {
 // process exits first.
 func (p *Proc) WaitReady() {
 	p.t.Helper()
+	if err := p.waitReady(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// errExited is waitReady's error when the process exited first.
+var errExited = errors.New("exited before it was ready")
+
+func (p *Proc) waitReady() error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	var exited error
 	err := Poll(WaitTimeout, func() error {
 		if ok, err := p.Exited(); ok {
-			exited = fmt.Errorf("%s exited before it was ready: %v", p.Name, err)
+			exited = fmt.Errorf("%s %w: %v", p.Name, errExited, err)
 			return nil
 		}
 		resp, err := hc.Get(p.API + "/readyz")
@@ -287,10 +296,35 @@ func (p *Proc) WaitReady() {
 		return nil
 	})
 	if exited != nil {
-		p.t.Fatal(exited)
+		return exited
 	}
 	if err != nil {
-		p.t.Fatalf("%s ready: %v", p.Name, err)
+		return fmt.Errorf("%s ready: %w", p.Name, err)
+	}
+	return nil
+}
+
+// startOnFreePorts starts a node with start(ports) on n free ports and
+// waits until it is ready. A port found free can be taken by another test
+// before the child binds it; a child that exits on "address already in
+// use" is started again on other ports, up to three times.
+func startOnFreePorts(t testing.TB, n int, start func(ports []string) *Proc) *Proc {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		pp, err := FreeAddrs(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := start(pp)
+		err = p.waitReady()
+		if err == nil {
+			return p
+		}
+		if attempt < 3 && errors.Is(err, errExited) && strings.Contains(p.ReadLog(), "address already in use") {
+			t.Logf("proctest: %s lost a port to another test, starting it again: %v", p.Name, err)
+			continue
+		}
+		t.Fatal(err)
 	}
 }
 
@@ -307,30 +341,24 @@ func (p *Proc) ReadLog() string {
 // and waits until it is ready. extra flags follow the defaults and win.
 func StartMaster(t testing.TB, bin, dir string, extra ...string) *Proc {
 	t.Helper()
-	pp, err := FreeAddrs(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--log-level", "info", "master", "--data", dir, "--listen", pp[0], "--ha-listen", pp[1],
-		"--segment-size", "1MiB"}, extra...)
-	p := Start(t, bin, "master", args...)
-	p.API, p.HA = "http://"+pp[0], pp[1]
-	p.WaitReady()
-	return p
+	return startOnFreePorts(t, 2, func(pp []string) *Proc {
+		args := append([]string{"--log-level", "info", "master", "--data", dir, "--listen", pp[0], "--ha-listen", pp[1],
+			"--segment-size", "1MiB"}, extra...)
+		p := Start(t, bin, "master", args...)
+		p.API, p.HA = "http://"+pp[0], pp[1]
+		return p
+	})
 }
 
 // StartSlave starts `replicator slave` with data in dir following the
 // master at haAddr (its API at masterAPI) and waits until it is ready.
 func StartSlave(t testing.TB, bin, dir, haAddr, masterAPI string, extra ...string) *Proc {
 	t.Helper()
-	pp, err := FreeAddrs(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--log-level", "info", "slave", "--data", dir, "--listen", pp[0], "--master", haAddr,
-		"--master-api", masterAPI, "--segment-size", "1MiB", "--reconnect-delay", "100ms", "--metadata-interval", "1s"}, extra...)
-	p := Start(t, bin, "slave", args...)
-	p.API = "http://" + pp[0]
-	p.WaitReady()
-	return p
+	return startOnFreePorts(t, 1, func(pp []string) *Proc {
+		args := append([]string{"--log-level", "info", "slave", "--data", dir, "--listen", pp[0], "--master", haAddr,
+			"--master-api", masterAPI, "--segment-size", "1MiB", "--reconnect-delay", "100ms", "--metadata-interval", "1s"}, extra...)
+		p := Start(t, bin, "slave", args...)
+		p.API = "http://" + pp[0]
+		return p
+	})
 }
