@@ -245,9 +245,10 @@ func (l *Log) allocator() {
 		case seg := <-l.warmReq:
 			warm = queueWarm(warm, seg)
 		default:
-			if !s.prefaultChunk(from, warmChunk) {
-				s.popTo.Store(s.size) // nothing left to do (or no MADV_POPULATE_WRITE)
-			}
+			// nextToWarm picked pages below the end: this populates a
+			// chunk, or moves popTo to the end when the kernel lacks
+			// MADV_POPULATE_WRITE.
+			s.prefaultChunk(from, warmChunk)
 		}
 	}
 }

@@ -66,12 +66,11 @@ type segment struct {
 	data  mmap.MMap
 	log   hclog.Logger
 
-	refs     atomic.Int64
-	mtime    atomic.Int64 // Unix ns of the last write (retention age)
-	popTo    atomic.Int64 // [0, popTo) is populated, or claimed by a populating caller
-	touched  atomic.Bool  // read since the last trim (see trimSealed)
-	trimmed  atomic.Bool  // sealed, flushed and its pages released once
-	unmapErr error
+	refs    atomic.Int64
+	mtime   atomic.Int64 // Unix ns of the last write (retention age)
+	popTo   atomic.Int64 // [0, popTo) is populated, or claimed by a populating caller
+	touched atomic.Bool  // read since the last trim (see trimSealed)
+	trimmed atomic.Bool  // sealed, flushed and its pages released once
 }
 
 // createSegment creates path at full length (fallocate, so writes through
@@ -153,16 +152,6 @@ func (s *segment) Release() {
 	if s.refs.Add(-1) == 0 {
 		s.unmap()
 	}
-}
-
-// retire takes the log's reference away only if nobody else holds one
-// (no live View): retention never deletes a segment in use.
-func (s *segment) retire() bool {
-	if s.refs.CompareAndSwap(1, 0) {
-		s.unmap()
-		return true
-	}
-	return false
 }
 
 func (s *segment) unmap() {
