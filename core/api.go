@@ -5,6 +5,11 @@ import (
 	"time"
 )
 
+// Protocol and state names are marshalled as text in status documents.
+
+// MarshalText encodes the protocol name.
+func (p Protocol) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
 // Role is a node's replication role, as RocketMQ's brokerRole.
 type Role int
 
@@ -78,6 +83,11 @@ type SlaveInfo struct {
 	LastAck       time.Time
 	NextTransfer  int64 // next offset the writer ships
 	OutOfRange    bool  // the request offset is outside the master's log: heartbeats only (RocketMQ #3388)
+	// Autoswitch only.
+	HAState      string // "HANDSHAKE" until the slave's first ack, then "TRANSFER"
+	BrokerID     int64  // from the slave's handshake; -1 before it
+	AsyncLearner bool   // the slave never joins the SyncStateSet
+	InSync       bool   // a member of the master's SyncStateSet
 }
 
 // MasterStatus is a snapshot of a master.
@@ -86,6 +96,13 @@ type MasterStatus struct {
 	Addr      string // HA listen address
 	MaxOffset int64  // the master's commit-log max offset
 	Slaves    []SlaveInfo
+	// Autoswitch only.
+	Protocol      Protocol
+	Epoch         int32   // the epoch served (last entry of the epoch file)
+	ConfirmOffset int64   // RocketMQ 5's confirm offset (classic: the max offset)
+	SyncStateSet  []int64 // confirmed in-sync broker ids, the master's own included
+	Proposed      []int64 // a SyncStateSet change in flight (nil: none)
+	Fenced        string  // the fence reason; "" while accepting puts
 }
 
 // SlaveStatus is a snapshot of a slave's HA client.
@@ -98,4 +115,24 @@ type SlaveStatus struct {
 	Reconnects    int64
 	LastFrameTime time.Time
 	MaxOffset     int64 // the slave's commit-log max offset
+	Protocol      Protocol
+	// HAState is the connection's state: "READY" while not connected,
+	// "HANDSHAKE" (autoswitch) until the handshake and truncation are done,
+	// "TRANSFER" while receiving.
+	HAState       string
+	ConfirmOffset int64 // min(master's confirm offset, local max); classic: the local max
+	// Unhealthy is set when the slave refuses to replicate from this master
+	// (no consistent point, bytes that are not records where this log has
+	// a record boundary, a log the master cannot serve); "" when healthy.
+	Unhealthy string
+	// Truncated is the last truncation done at a handshake (autoswitch).
+	Truncated *Truncation
+}
+
+// Truncation describes what a slave cut at a handshake.
+type Truncation struct {
+	From, To int64 // the log was cut from its max offset From down to To
+	Bytes    int64
+	Records  int
+	Time     time.Time
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicatorhq/replicator/core/epoch"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 )
 
@@ -18,10 +19,22 @@ func BenchmarkCatchUpMemStore(b *testing.B) {
 	const size = 256 << 20
 	const seg = 64 << 20
 	mst := newMemStore(seg)
-	mst.data = make([]byte, 0, size)
+	mst.Grow(size)
 	mst.fill(b, 0, size)
+	for _, proto := range []Protocol{ProtocolClassic, ProtocolAutoSwitch} {
+		b.Run("protocol="+proto.String(), func(b *testing.B) { benchCatchUpMemStore(b, mst, proto) })
+	}
+}
+
+func benchCatchUpMemStore(b *testing.B, mst *memStore, proto Protocol) {
+	const size = 256 << 20
+	const seg = 64 << 20
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	m, err := NewMaster(mst, tr, MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
+	mcfg := MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true, Protocol: proto}
+	if proto == ProtocolAutoSwitch {
+		mcfg.Epochs = benchEpochFile(b, 1)
+	}
+	m, err := NewMaster(mst, tr, mcfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,13 +48,12 @@ func BenchmarkCatchUpMemStore(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		sst := newMemStore(seg)
-		sst.data = make([]byte, 0, size)
-		for i := 0; i < size; i += 4096 { // fault the pages in, as a prefaulting store would
-			sst.data = sst.data[:i+1]
+		sst.Grow(size) // fault the pages in, as a prefaulting store would
+		scfg := SlaveConfig{MasterAddr: m.Addr(), Protocol: proto, BrokerID: 2}
+		if proto == ProtocolAutoSwitch {
+			scfg.Epochs = benchEpochFile(b, 0)
 		}
-		clear(sst.data[:cap(sst.data)][:size])
-		sst.data = sst.data[:0]
-		s, err := NewSlave(sst, tr, SlaveConfig{MasterAddr: m.Addr()})
+		s, err := NewSlave(sst, tr, scfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,6 +71,21 @@ func BenchmarkCatchUpMemStore(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(size)*float64(b.N)/elapsed.Seconds()/1e6, "catchup_MB/s")
+}
+
+// benchEpochFile is a new epoch file; with first > 0 it holds that epoch
+// from offset 0.
+func benchEpochFile(b *testing.B, first int32) *epoch.File {
+	ep, err := epoch.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if first > 0 {
+		if err := ep.Append(first, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ep
 }
 
 // BenchmarkSyncPutMemStore is BenchmarkSyncPut on in-memory stores with 16

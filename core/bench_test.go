@@ -16,6 +16,7 @@ import (
 	"github.com/replicatorhq/replicator/internal/benchload"
 
 	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
@@ -124,28 +125,56 @@ func BenchmarkCatchUp(b *testing.B) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	m, err := core.NewMaster(mlog, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
+	for _, proto := range []core.Protocol{core.ProtocolClassic, core.ProtocolAutoSwitch} {
+		b.Run("protocol="+proto.String(), func(b *testing.B) {
+			cfg := core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true, Protocol: proto}
+			if proto == core.ProtocolAutoSwitch {
+				cfg.Epochs = benchEpochs(b, dir+"/master", 1)
+			}
+			m, err := core.NewMaster(mlog, tr, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			benchCatchUp(b, m, tr, dir, total, benchLogOptions(), proto)
+		})
+	}
+}
+
+// benchEpochs opens dir's epoch file; with master set, it holds epoch 1
+// from offset 0.
+func benchEpochs(b *testing.B, dir string, master int32) *epoch.File {
+	ep, err := epoch.Open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		b.Fatal(err)
+	if master > 0 && ep.Len() == 0 {
+		if err := ep.Append(master, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
-	defer m.Close()
-
-	benchCatchUp(b, m, tr, dir, total, benchLogOptions())
+	return ep
 }
 
-// waitMax waits until st holds max bytes, checking every 200 µs (a Watch
-// channel would wake the benchmark goroutine on every append and steal CPU
-// from the slave).
+// benchSlaveConfig is the slave configuration of a benchmark.
+func benchSlaveConfig(b *testing.B, addr, dir string, proto core.Protocol) core.SlaveConfig {
+	cfg := core.SlaveConfig{MasterAddr: addr, Protocol: proto, BrokerID: 2}
+	if proto == core.ProtocolAutoSwitch {
+		cfg.Epochs = benchEpochs(b, dir, 0)
+	}
+	return cfg
+}
+
 func waitMax(st interface{ Bounds() store.Bounds }, max int64) {
 	for st.Bounds().Max < max {
 		time.Sleep(200 * time.Microsecond)
 	}
 }
 
-func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir string, total int64, opts commitlog.Options) {
+func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir string, total int64, opts commitlog.Options, proto core.Protocol) {
 	b.SetBytes(total)
 	b.ResetTimer()
 	var elapsed, cpu, rawCPU time.Duration
@@ -169,7 +198,7 @@ func benchCatchUp(b *testing.B, m *core.Master, tr *tcptransport.Transport, dir 
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr()})
+		s, err := core.NewSlave(slog, tr, benchSlaveConfig(b, m.Addr(), sdir, proto))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -240,42 +269,55 @@ func processCPU() time.Duration {
 // BenchmarkSyncPut: 1 KiB messages put on a SYNC_MASTER with one slave
 // (commitlog stores, loopback TCP) by 1, 16 and 64 concurrent producers.
 func BenchmarkSyncPut(b *testing.B) {
-	for _, producers := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-			dir := b.TempDir()
-			opts := benchLogOptions()
-			mlog, err := commitlog.Open(dir+"/master", opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer mlog.Close()
-			slog, err := commitlog.Open(dir+"/slave", opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer slog.Close()
-			tr := tcptransport.New(tcptransport.DefaultOptions())
-			m, err := core.NewMaster(mlog, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: core.SyncMaster})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			s, err := core.NewSlave(slog, tr, core.SlaveConfig{MasterAddr: m.Addr()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			ctx := context.Background()
-			if err := m.WaitSlaves(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-			benchload.SyncPuts(ctx, b, m, producers)
-		})
+	for _, proto := range []core.Protocol{core.ProtocolClassic, core.ProtocolAutoSwitch} {
+		for _, producers := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("protocol=%s/producers=%d", proto, producers), func(b *testing.B) { benchSyncPut(b, proto, producers) })
+		}
 	}
+}
+
+func benchSyncPut(b *testing.B, proto core.Protocol, producers int) {
+	dir := b.TempDir()
+	opts := benchLogOptions()
+	mlog, err := commitlog.Open(dir+"/master", opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mlog.Close()
+	slog, err := commitlog.Open(dir+"/slave", opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer slog.Close()
+	tr := tcptransport.New(tcptransport.DefaultOptions())
+	mcfg := core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: core.SyncMaster, Protocol: proto, BrokerID: 1}
+	if proto == core.ProtocolAutoSwitch {
+		mcfg.Epochs = benchEpochs(b, dir+"/master", 1)
+	}
+	m, err := core.NewMaster(mlog, tr, mcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	s, err := core.NewSlave(slog, tr, benchSlaveConfig(b, m.Addr(), dir+"/slave", proto))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := m.WaitSlaves(ctx, 1); err != nil {
+		b.Fatal(err)
+	}
+	// Autoswitch: sync puts wait for the in-sync set; the slave
+	// must have joined it.
+	for proto == core.ProtocolAutoSwitch && len(m.Status().SyncStateSet) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	benchload.SyncPuts(ctx, b, m, producers)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/transport"
 )
 
@@ -20,16 +21,45 @@ const (
 	DefaultReportInterval       = 5 * time.Second
 	DefaultReconnectDelay       = 5 * time.Second
 	DefaultConnectTimeout       = 5 * time.Second
+
+	// DefaultMaxTimeSlaveNotCatchup is RocketMQ's haMaxTimeSlaveNotCatchup:
+	// an in-sync member that has not caught up for this long leaves the
+	// SyncStateSet (autoswitch).
+	DefaultMaxTimeSlaveNotCatchup = 15 * time.Second
+	// DefaultCheckSyncStateSetPeriod is RocketMQ's checkSyncStateSetPeriod:
+	// how often the master looks for members to drop (autoswitch).
+	DefaultCheckSyncStateSetPeriod = 5 * time.Second
 )
 
 // MasterConfig configures a Master. Zero values take RocketMQ's defaults
 // (see DefaultMasterConfig).
 type MasterConfig struct {
-	ListenAddr         string        // HA listen address, e.g. "127.0.0.1:10912"
-	Role               Role          // AsyncMaster or SyncMaster
-	SyncAcks           int           // SyncMaster: distinct slaves that must ack (default 1)
-	SlaveTimeout       time.Duration // SyncMaster wait (default 5s)
-	SlaveFallBehindMax int64         // SLAVE_NOT_AVAILABLE gap (default 256 MiB)
+	ListenAddr string // HA listen address, e.g. "127.0.0.1:10912"
+	Role       Role   // AsyncMaster or SyncMaster
+	// SyncAcks is, for a SyncMaster, the number of distinct slaves that
+	// must ack a put. Classic: default 1. Autoswitch: 0 (the default)
+	// waits for every member of the SyncStateSet but the master itself;
+	// a positive value waits for that many distinct handshaken,
+	// non-learner slaves.
+	SyncAcks int
+	// Protocol is the HA wire protocol served (default classic).
+	Protocol Protocol
+	// Epochs is the epoch file (autoswitch: required; its last entry is
+	// the master's epoch).
+	Epochs *epoch.File
+	// BrokerID is the master's own broker id, a member of its
+	// SyncStateSet (autoswitch).
+	BrokerID int64
+	// MaxTimeSlaveNotCatchup: an in-sync member that has not caught up
+	// for this long is dropped from the SyncStateSet (default 15 s).
+	MaxTimeSlaveNotCatchup time.Duration
+	// CheckSyncStateSetPeriod is how often members are checked (default 5 s).
+	CheckSyncStateSetPeriod time.Duration
+	// SyncStateSetConfirmer confirms SyncStateSet changes before they take
+	// effect (a controller's AlterSyncStateSet); nil: local, immediate.
+	SyncStateSetConfirmer SyncStateSetConfirmer
+	SlaveTimeout          time.Duration // SyncMaster wait (default 5s)
+	SlaveFallBehindMax    int64         // SLAVE_NOT_AVAILABLE gap (default 256 MiB)
 	// MaxLag, when positive, makes an AsyncMaster's Put wait (at most
 	// SlaveTimeout) while the SyncAcks-th best connected slave is more than
 	// MaxLag bytes behind the put: back-pressure that bounds the
@@ -63,7 +93,13 @@ func DefaultMasterConfig() MasterConfig {
 // withDefaults fills zero values with the defaults.
 func (c MasterConfig) withDefaults() MasterConfig {
 	d := DefaultMasterConfig()
-	if c.SyncAcks == 0 {
+	if c.MaxTimeSlaveNotCatchup == 0 {
+		c.MaxTimeSlaveNotCatchup = DefaultMaxTimeSlaveNotCatchup
+	}
+	if c.CheckSyncStateSetPeriod == 0 {
+		c.CheckSyncStateSetPeriod = DefaultCheckSyncStateSetPeriod
+	}
+	if c.SyncAcks == 0 && c.Protocol == ProtocolClassic {
 		c.SyncAcks = d.SyncAcks
 	}
 	if c.SlaveTimeout == 0 {
@@ -93,14 +129,26 @@ func (c MasterConfig) Validate() error {
 		return fmt.Errorf("%w: master ListenAddr is empty", ErrInvalidConfig)
 	case c.Role != AsyncMaster && c.Role != SyncMaster:
 		return fmt.Errorf("%w: master Role %v", ErrInvalidConfig, c.Role)
-	case c.SyncAcks < 1:
+	case c.Protocol != ProtocolClassic && c.Protocol != ProtocolAutoSwitch:
+		return fmt.Errorf("%w: master Protocol %v", ErrInvalidConfig, c.Protocol)
+	case c.Protocol == ProtocolClassic && c.SyncAcks < 1:
 		return fmt.Errorf("%w: SyncAcks %d < 1", ErrInvalidConfig, c.SyncAcks)
+	case c.SyncAcks < 0:
+		return fmt.Errorf("%w: SyncAcks %d < 0", ErrInvalidConfig, c.SyncAcks)
+	case c.Protocol == ProtocolAutoSwitch && c.Epochs == nil:
+		return fmt.Errorf("%w: autoswitch master needs an epoch file (Epochs)", ErrInvalidConfig)
+	case c.MaxTimeSlaveNotCatchup < 0:
+		return fmt.Errorf("%w: MaxTimeSlaveNotCatchup %v < 0", ErrInvalidConfig, c.MaxTimeSlaveNotCatchup)
+	case c.CheckSyncStateSetPeriod < 0:
+		return fmt.Errorf("%w: CheckSyncStateSetPeriod %v < 0", ErrInvalidConfig, c.CheckSyncStateSetPeriod)
 	case c.SlaveTimeout < 0:
 		return fmt.Errorf("%w: SlaveTimeout %v < 0", ErrInvalidConfig, c.SlaveTimeout)
 	case c.SlaveFallBehindMax < 0:
 		return fmt.Errorf("%w: SlaveFallBehindMax %d < 0", ErrInvalidConfig, c.SlaveFallBehindMax)
 	case c.MaxLag < 0:
 		return fmt.Errorf("%w: MaxLag %d < 0", ErrInvalidConfig, c.MaxLag)
+	case c.Protocol == ProtocolAutoSwitch && c.TransferBatchSize > transport.MaxTransferBodyLimit:
+		return fmt.Errorf("%w: TransferBatchSize %d above the autoswitch limit %d", ErrInvalidConfig, c.TransferBatchSize, transport.MaxTransferBodyLimit)
 	case c.TransferBatchSize < 1 || c.TransferBatchSize > transport.MaxBodyLimit:
 		return fmt.Errorf("%w: TransferBatchSize %d outside [1, %d]", ErrInvalidConfig, c.TransferBatchSize, transport.MaxBodyLimit)
 	case c.HeartbeatInterval < 0:
@@ -119,9 +167,21 @@ type SlaveConfig struct {
 	HousekeepingInterval time.Duration // close after reading nothing this long (default 20s)
 	ReconnectDelay       time.Duration // wait after a failed or dropped connection (default 5s)
 	ConnectTimeout       time.Duration // default 5s
-	MaxFrameBody         int           // reject frames with a larger size field (default 4 MiB - 12)
-	Logger               hclog.Logger
-	Registerer           prometheus.Registerer
+	MaxFrameBody         int           // reject frames with a larger size field (default 4 MiB - 12; autoswitch 4 MiB - 36)
+	// Protocol is the HA wire protocol spoken (default classic).
+	Protocol Protocol
+	// Epochs is the epoch file (autoswitch: required).
+	Epochs *epoch.File
+	// BrokerID is sent in the autoswitch handshake.
+	BrokerID int64
+	// SyncFromLastFile: an empty slave asks to start at the master's last
+	// segment instead of its first (autoswitch handshake flag).
+	SyncFromLastFile bool
+	// AsyncLearner: the slave never joins the master's SyncStateSet
+	// (autoswitch handshake flag).
+	AsyncLearner bool
+	Logger       hclog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // DefaultSlaveConfig returns RocketMQ's slave defaults with no master address.
@@ -151,6 +211,9 @@ func (c SlaveConfig) withDefaults() SlaveConfig {
 	}
 	if c.MaxFrameBody == 0 {
 		c.MaxFrameBody = d.MaxFrameBody
+		if c.Protocol == ProtocolAutoSwitch {
+			c.MaxFrameBody = transport.MaxTransferBodyLimit
+		}
 	}
 	return c
 }
@@ -170,6 +233,10 @@ func (c SlaveConfig) Validate() error {
 		return fmt.Errorf("%w: ReconnectDelay %v < 0", ErrInvalidConfig, c.ReconnectDelay)
 	case c.ConnectTimeout < 0:
 		return fmt.Errorf("%w: ConnectTimeout %v < 0", ErrInvalidConfig, c.ConnectTimeout)
+	case c.Protocol != ProtocolClassic && c.Protocol != ProtocolAutoSwitch:
+		return fmt.Errorf("%w: slave Protocol %v", ErrInvalidConfig, c.Protocol)
+	case c.Protocol == ProtocolAutoSwitch && c.Epochs == nil:
+		return fmt.Errorf("%w: autoswitch slave needs an epoch file (Epochs)", ErrInvalidConfig)
 	case c.MaxFrameBody < 1 || c.MaxFrameBody > transport.MaxBodyLimit:
 		return fmt.Errorf("%w: MaxFrameBody %d outside [1, %d]", ErrInvalidConfig, c.MaxFrameBody, transport.MaxBodyLimit)
 	}

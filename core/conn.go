@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -37,16 +38,47 @@ type slaveConn struct {
 
 	wdone chan struct{} // closed when the writer exits
 
+	hsCh chan struct{} // autoswitch: closed when the slave's handshake was read
+
 	// guarded by Master.mu
-	request int64 // first report; -1 before it
-	ack     int64 // last report; -1 before the first
-	counted bool  // ack is within the master's log and counts for group transfer
-	lastAck time.Time
+	hsRead       bool  // autoswitch: the slave's handshake was read
+	brokerID     int64 // autoswitch: from the handshake; -1 before it
+	learner      bool  // autoswitch: async learner, never in the SyncStateSet
+	syncFromLast bool  // autoswitch: an ack of 0 starts at the last segment
+	caughtUp     time.Time
+	request      int64 // first report; -1 before it
+	ack          int64 // last report; -1 before the first
+	counted      bool  // ack is within the master's log and counts for group transfer
+	lastAck      time.Time
 
 	ackGauge, lagGauge prometheus.Gauge // this slave's series; nil without metrics
 
 	next       atomic.Int64 // the writer's next transfer offset
 	outOfRange atomic.Bool  // the writer's offset is outside the master's log
+
+	// autoswitch caught-up tracking (RocketMQ's lastMasterMaxOffset and
+	// lastTransferTimeMs), written by the writer
+	xferMax  atomic.Int64
+	xferTime atomic.Int64 // Unix nanoseconds
+}
+
+// ackCounts reports whether the connection's acks may count for group
+// transfer: always in classic; in autoswitch only after the handshake and
+// never for an async learner. The caller holds Master.mu.
+func (c *slaveConn) ackCounts() bool {
+	if c.m.byID == nil {
+		return true
+	}
+	return c.hsRead && !c.learner
+}
+
+// haState is the autoswitch connection state shown in Status. The caller
+// holds Master.mu.
+func (c *slaveConn) haState() transport.HAState {
+	if c.request >= 0 {
+		return transport.StateTransfer
+	}
+	return transport.StateHandshake
 }
 
 // closeReason is the single log line written when a connection closes.
@@ -77,6 +109,8 @@ func (c *slaveConn) closeOnError(op string, err error) {
 		c.closeWith(hclog.Warn, "closing idle slave connection: nothing read", "idle", "idle", c.m.cfg.HousekeepingInterval)
 	case errors.Is(err, io.EOF):
 		c.closeWith(hclog.Info, "slave disconnected", "eof")
+	case errors.Is(err, transport.ErrNegativeOffset):
+		c.closeWith(hclog.Warn, "closing slave connection: malformed report", "malformed", "error", err)
 	default:
 		c.closeWith(hclog.Warn, "slave connection failed", op+"_error", "error", err)
 	}
@@ -103,35 +137,48 @@ func (d deadlineReader) Read(p []byte) (int, error) {
 // per read the last complete value is the ack; the first value is also the
 // request offset.
 func (c *slaveConn) readLoop() {
-	m := c.m
-	rr := transport.NewReportReader(deadlineReader{c.conn, m.cfg.HousekeepingInterval})
+	if c.m.byID != nil {
+		c.asReadLoop()
+		return
+	}
+	rr := transport.NewReportReader(deadlineReader{c.conn, c.m.cfg.HousekeepingInterval})
 	for {
 		v, err := rr.Next()
 		if err != nil {
 			c.closeOnError("read", err)
 			return
 		}
-		if v < 0 {
-			c.closeWith(hclog.Warn, "closing slave connection: negative offset report", "malformed", "report", v)
+		if !c.ack1(v) {
 			return
-		}
-		b := m.st.Bounds()
-		counted := v >= b.Min && v <= b.Max
-		if v > b.Max && !m.firstOrRepeatedRequest(c, v) {
-			// RocketMQ 4.9.3+ (fix for #3015): an ack beyond what the master
-			// has can only come from a broken or hostile peer.
-			c.closeWith(hclog.Warn, "closing slave connection: ack beyond master max offset", "ack_beyond_max", "ack", v, "master_max", b.Max)
-			return
-		}
-		if v == 0 {
-			counted = false // an empty slave acknowledges nothing
-		}
-		m.onReport(c, v, counted)
-		if c.ackGauge != nil {
-			c.ackGauge.Set(float64(v))
-			c.lagGauge.Set(float64(b.Max - v))
 		}
 	}
+}
+
+// ack1 applies one report or ack v of either protocol. It returns false
+// when it closed the connection.
+func (c *slaveConn) ack1(v int64) bool {
+	m := c.m
+	if v < 0 {
+		c.closeWith(hclog.Warn, "closing slave connection: negative offset report", "malformed", "report", v)
+		return false
+	}
+	b := m.st.Bounds()
+	counted := v >= b.Min && v <= b.Max
+	if v > b.Max && !m.firstOrRepeatedRequest(c, v) {
+		// RocketMQ 4.9.3+ (fix for #3015): an ack beyond what the master
+		// has can only come from a broken or hostile peer.
+		c.closeWith(hclog.Warn, "closing slave connection: ack beyond master max offset", "ack_beyond_max", "ack", v, "master_max", b.Max)
+		return false
+	}
+	if v == 0 {
+		counted = false // an empty slave acknowledges nothing
+	}
+	m.onReport(c, v, counted)
+	if c.ackGauge != nil {
+		c.ackGauge.Set(float64(v))
+		c.lagGauge.Set(float64(max(b.Max-v, 0)))
+	}
+	return true
 }
 
 // firstOrRepeatedRequest reports whether v may exceed the master's max
@@ -149,7 +196,9 @@ func (m *Master) firstOrRepeatedRequest(c *slaveConn, v int64) bool {
 // before the first report; then frames of at most TransferBatchSize from the
 // start offset, each within one segment; a heartbeat [next][0] after
 // HeartbeatInterval without sending. It wakes on store appends (Watch), not
-// on a polling timer.
+// on a polling timer. In autoswitch it first answers the slave's handshake
+// and bounds every frame by the current epoch's end as well
+// (AutoSwitchHAConnection's WriteSocketService).
 func (c *slaveConn) writeLoop() {
 	m := c.m
 	defer m.wg.Done()
@@ -158,32 +207,53 @@ func (c *slaveConn) writeLoop() {
 	cancel := m.st.Watch(wake)
 	defer cancel()
 
+	as := m.byID != nil
+	if as {
+		select {
+		case <-c.hsCh:
+		case <-c.done:
+			return
+		}
+		if !c.sendHandshake() {
+			return
+		}
+	}
 	select {
 	case <-c.reqCh:
 	case <-c.done:
 		return
 	}
 	m.mu.Lock()
-	req := c.request
+	req, fromLast := c.request, c.syncFromLast
 	m.mu.Unlock()
 	b := m.st.Bounds()
 	next := req
-	if req == 0 {
+	switch {
+	case req != 0:
+	case as && fromLast:
+		next = startOffset(b, false)
+	case as:
+		next = b.Min // RocketMQ 5: an empty slave gets the full history
+	default:
 		next = startOffset(b, m.cfg.StartFromFirstSegment)
 	}
 	c.next.Store(next)
 	c.log.Info("transfer starts", "request", req, "start", next, "master_min", b.Min, "master_max", b.Max)
 
-	fw := transport.NewFrameWriter(c.conn)
-	g := newGather(m.cfg.TransferBatchSize)
+	g := newGather(m.cfg.TransferBatchSize, as)
 	lastWrite := time.Now()
 	hb := time.NewTimer(m.cfg.HeartbeatInterval)
 	defer hb.Stop()
 	for {
-		err := g.collect(m.st, next)
+		err := c.collect(g, next)
 		switch {
 		case errors.Is(err, store.ErrOffsetOutOfRange):
 			c.markOutOfRange(next)
+		case errors.Is(err, errNoEpoch):
+			b := m.st.Bounds()
+			c.closeWith(hclog.Error, "closing slave connection: no epoch entry covers the data to send (never a stale transfer header, RocketMQ #9689)",
+				"epoch_missing", "offset", next, "master_max", b.Max, "epochs", m.epochs.Len())
+			return
 		case err != nil:
 			c.closeWith(hclog.Error, "closing slave connection: store read failed", "store_error", "offset", next, "error", err)
 			return
@@ -201,11 +271,17 @@ func (c *slaveConn) writeLoop() {
 			next += n
 			c.next.Store(next)
 			lastWrite = time.Now()
+			if as {
+				c.xferMax.Store(g.max)
+				c.xferTime.Store(lastWrite.UnixNano())
+			}
 			if m.met != nil {
 				m.met.sentBytes.Add(float64(n))
 				m.met.sentFrames.Add(float64(frames))
 			}
 			continue
+		case as:
+			m.caughtUpNow(c)
 		}
 		// Nothing to send: heartbeat when due, else sleep until an append,
 		// the heartbeat deadline or close.
@@ -219,7 +295,7 @@ func (c *slaveConn) writeLoop() {
 			}
 			continue
 		}
-		if err := fw.WriteFrame(next, nil); err != nil {
+		if err := g.heartbeat(c.conn, next, m, !c.outOfRange.Load()); err != nil {
 			c.closeOnError("write", err)
 			return
 		}
@@ -230,6 +306,35 @@ func (c *slaveConn) writeLoop() {
 	}
 }
 
+// errNoEpoch: no epoch entry covers an offset the writer has data for.
+var errNoEpoch = errors.New("no epoch entry covers the offset")
+
+// collect gathers the frames available from next. In autoswitch the frames
+// end at the current epoch's end and carry its header fields; the epoch is
+// looked up after the max offset is read, so that bytes below that max
+// belong to the entry found (a later epoch starts at or above it).
+func (c *slaveConn) collect(g *gather, next int64) error {
+	m := c.m
+	if !g.as {
+		return g.collect(m.st, next, math.MaxInt64)
+	}
+	b := m.st.Bounds()
+	if next < b.Min || next > b.Max {
+		return fmt.Errorf("offset %d outside [%d, %d]: %w", next, b.Min, b.Max, store.ErrOffsetOutOfRange)
+	}
+	g.max = b.Max
+	if next == b.Max {
+		g.frames, g.bytes = 0, 0
+		return nil
+	}
+	e, ok := m.epochs.FindByOffset(next)
+	if !ok {
+		return errNoEpoch
+	}
+	g.th = transport.TransferHeader{Epoch: e.Epoch, EpochStartOffset: e.StartOffset, ConfirmOffset: m.reportedConfirm(b.Max)}
+	return g.collect(m.st, next, min(e.EndOffset, b.Max))
+}
+
 // markOutOfRange flags a transfer offset outside the master's log: RocketMQ
 // sends such a slave heartbeats only, silently (#3388); replicator keeps the
 // wire behaviour but says so once per connection, in Status and metrics.
@@ -238,11 +343,47 @@ func (c *slaveConn) markOutOfRange(next int64) {
 		return
 	}
 	b := c.m.st.Bounds()
-	c.log.Error("slave offset outside the master's commit log: sending heartbeats only; wipe the slave's store to resync",
-		"offset", next, "master_min", b.Min, "master_max", b.Max)
+	args := []any{"offset", next, "master_min", b.Min, "master_max", b.Max}
+	if next > b.Max {
+		args = append(args, "hint", "the slave's log is longer than the master's: it diverged (use --ha-protocol autoswitch to truncate it)")
+	}
+	if c.m.logOutOfRangeOnce(c.addr) {
+		c.log.Error("slave offset outside the master's commit log: sending heartbeats only; wipe the slave's store to resync", args...)
+	} else {
+		c.log.Debug("slave offset out of the master log range again (ERROR rate-limited per source): heartbeats only", args...)
+	}
 	if c.m.met != nil {
 		c.m.met.outOfRange.Inc()
 	}
+}
+
+// outOfRangeLogEvery rate-limits the out-of-range ERROR per source host: a
+// slave reconnecting every 5 s would otherwise log it on every connection.
+const outOfRangeLogEvery = 10 * time.Minute
+
+// logOutOfRangeOnce reports whether the out-of-range ERROR for the slave at
+// addr is due.
+func (m *Master) logOutOfRangeOnce(addr string) bool {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.oorLog == nil {
+		m.oorLog = make(map[string]time.Time)
+	}
+	if t, ok := m.oorLog[host]; ok && now.Sub(t) < outOfRangeLogEvery {
+		return false
+	}
+	for h, t := range m.oorLog { // bounded: forget old sources
+		if now.Sub(t) >= outOfRangeLogEvery {
+			delete(m.oorLog, h)
+		}
+	}
+	m.oorLog[host] = now
+	return true
 }
 
 // Gathering: when more than one frame's worth of data is available (catch-up,
@@ -258,23 +399,37 @@ const (
 // gather holds the frames of one vectored write.
 type gather struct {
 	batch  int
-	hdrs   [gatherFrames][transport.HeaderSize]byte
+	as     bool                     // autoswitch: 36-byte transfer headers
+	th     transport.TransferHeader // autoswitch: epoch fields of the frames collected
+	max    int64                    // autoswitch: the master's max offset when collected
+	hlen   int                      // header size
+	hdrs   [gatherFrames][transport.TransferHeaderSize]byte
 	views  [gatherFrames]store.View
 	vec    [2 * gatherFrames][]byte
 	frames int
 	bytes  int64
 }
 
-func newGather(batch int) *gather { return &gather{batch: batch} }
+func newGather(batch int, autoswitch bool) *gather {
+	g := &gather{batch: batch, as: autoswitch, hlen: transport.HeaderSize}
+	if autoswitch {
+		g.hlen = transport.TransferHeaderSize
+	}
+	return g
+}
 
-// collect reads the frames available from next on, up to the gather limits,
-// without waiting. Its error is that of the first read only (a later read's
-// error recurs on the next call, after the collected frames went out).
-func (g *gather) collect(st store.Store, next int64) error {
+// collect reads the frames available from next on, below end, up to the
+// gather limits, without waiting. Its error is that of the first read only
+// (a later read's error recurs on the next call, after the collected frames
+// went out).
+func (g *gather) collect(st store.Store, next, end int64) error {
 	g.frames, g.bytes = 0, 0
 	for g.frames < gatherFrames && g.bytes < gatherBytes {
 		off := next + g.bytes
-		v, err := st.Read(off, g.batch)
+		if off >= end {
+			return nil
+		}
+		v, err := st.Read(off, int(min(int64(g.batch), end-off)))
 		if err != nil {
 			if g.frames == 0 {
 				return err
@@ -288,7 +443,12 @@ func (g *gather) collect(st store.Store, next int64) error {
 		if len(v.Data) > g.batch {
 			v.Data = v.Data[:g.batch]
 		}
-		transport.PutHeader(g.hdrs[g.frames][:], off, int32(len(v.Data)))
+		if g.as {
+			g.th.Offset, g.th.Size = off, int32(len(v.Data))
+			transport.PutTransferHeader(g.hdrs[g.frames][:], g.th)
+		} else {
+			transport.PutHeader(g.hdrs[g.frames][:], off, int32(len(v.Data)))
+		}
 		g.views[g.frames] = v
 		g.frames++
 		g.bytes += int64(len(v.Data))
@@ -300,7 +460,7 @@ func (g *gather) collect(st store.Store, next int64) error {
 // views.
 func (g *gather) write(w io.Writer) error {
 	for i := range g.frames {
-		g.vec[2*i] = g.hdrs[i][:]
+		g.vec[2*i] = g.hdrs[i][:g.hlen]
 		g.vec[2*i+1] = g.views[i].Data
 	}
 	bufs := net.Buffers(g.vec[:2*g.frames])
@@ -310,6 +470,33 @@ func (g *gather) write(w io.Writer) error {
 		g.vec[2*i+1] = nil
 	}
 	g.frames, g.bytes = 0, 0
+	return err
+}
+
+// heartbeat writes an empty frame at next: [next][0] (classic), or a
+// transfer header of size 0 with the epoch that covers next (the last epoch
+// when none does) and the confirm offset (autoswitch). For a slave within
+// the master's log the confirm offset is capped at next: bytes appended
+// since the writer found nothing to send are not yet on their way, and a
+// confirm offset beyond a heartbeat's offset tells the slave that it is
+// out of range.
+func (g *gather) heartbeat(w io.Writer, next int64, m *Master, inRange bool) error {
+	h := g.hdrs[0][:g.hlen]
+	if !g.as {
+		transport.PutHeader(h, next, 0)
+	} else {
+		e, ok := m.epochs.FindByOffset(next)
+		if !ok {
+			e, _ = m.epochs.Last()
+		}
+		conf := m.reportedConfirm(m.st.Bounds().Max)
+		if inRange {
+			conf = min(conf, next)
+		}
+		transport.PutTransferHeader(h, transport.TransferHeader{Offset: next, Epoch: e.Epoch, EpochStartOffset: e.StartOffset,
+			ConfirmOffset: conf})
+	}
+	_, err := w.Write(h)
 	return err
 }
 

@@ -16,10 +16,11 @@ import (
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
 )
 
-var _ core.AppenderFrom = (*commitlog.Log)(nil)
+var _ store.AppenderFrom = (*commitlog.Log)(nil)
 
 // directSetup: a commitlog source log holding records, a fake master
 // listening on real TCP, and a slave on a commitlog store (which takes the

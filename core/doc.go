@@ -71,16 +71,88 @@
 // stops replication (the store is unusable). SlaveNode.Put always fails with
 // ErrSlaveWriteProtected.
 //
-// When the store implements AppenderFrom (the commitlog store does) and the
+// When the store implements store.AppenderFrom (the commitlog store does) and the
 // connection has a file descriptor (plain TCP on Linux), the slave hands
 // each frame body to the store as a reader over the socket
-// (transport.DirectReader, readv(2): the body and the next header in one
-// system call, no staging copy in the core; the commitlog store reads it
-// into its own buffer and writes it with pwrite), and reports when the
-// socket runs dry — everything
-// received is applied — and at least every 1 MiB. The bytes on the wire
+// (transport.DirectReader or AutoSwitchDirectReader over a
+// transport.ConnReader; the commitlog store reads it into its own buffer
+// and writes it with pwrite), and reports when the socket runs dry —
+// everything received is applied — and at least every 1 MiB. On such a
+// connection the ConnReader reads the socket ahead of the loop, on a
+// goroutine of its own, into a ring of four 256 KiB buffers
+// (ConnReader.StartReadAhead), so that the next frames arrive while the
+// loop writes this one to the store: the socket copy and the store's
+// write run on both cores (docs/benchmarks.md, catch-up). The bytes on the wire
 // are the same; other stores and connections (TLS, in-memory) go through a
 // FrameReader and Store.AppendAt.
+//
+// # Autoswitch protocol
+//
+// With Protocol ProtocolAutoSwitch (MasterConfig and SlaveConfig) core
+// speaks RocketMQ 5's controller-mode protocol instead (frame layouts and
+// their byte diagrams in package transport and docs/protocol.md):
+//
+//	slave -> master   HANDSHAKE [1][syncFromLastFile i16][asyncLearner i16][brokerId i64]   16 bytes, once
+//	                  ack       [2][max offset i64]                                           12 bytes, repeated
+//	master -> slave   HANDSHAKE [1][12N][max offset][last epoch] N x [epoch i32][start i64]  N <= 1000
+//	                  TRANSFER  [2][size][offset][epoch][epoch start][confirm offset] body   36-byte header
+//
+// The master answers each slave's handshake with its epoch file
+// (core/epoch), chooses the start at the first ack (0: the first segment,
+// or the last with isSyncFromLastFile), cuts every batch of frames at the
+// current epoch's end as well as at segment ends (same gathered vectored
+// writes as classic, with 36-byte headers), drops a connection when data is
+// pending where no epoch covers it (RocketMQ #9689), replaces an older
+// connection of the same broker id, and keeps the SyncStateSet (expand on
+// catching up, shrink after MaxTimeSlaveNotCatchup or on disconnect,
+// changes through a SyncStateSetConfirmer, the union of current and
+// proposed sets while one is in flight) and the confirm offset
+// (computeConfirmOffset, #6662, #6728, #7656), sent in every header. A
+// SyncMaster put waits for every in-sync member but the master (SyncAcks
+// 0) or SyncAcks handshaken non-learner slaves; a set of one answers
+// PUT_OK at once. Master.Fence refuses puts and fails waiting sync puts
+// with ErrFenced.
+//
+// The slave sends its handshake, computes the consistent point of both
+// epoch lists (epoch.ConsistentPoint), truncates its epoch file and log to
+// it (a record boundary, logged at WARN with what was cut, counted in
+// replicator_ha_truncated_bytes_total) or refuses (no consistent point, or
+// a log with data and no epoch history: one ERROR line,
+// SlaveStatus.Unhealthy, replicator_ha_no_consistent_point_total, retry
+// after ReconnectDelay, nothing appended), acks at once and receives:
+// offsets checked as in classic, a frame of an older epoch than its last
+// refused, a newer epoch appended to the epoch file before the body, the
+// confirm offset kept as min(frame's, local max).
+//
+// Replica switches one store and epoch file between the two roles at run
+// time (BecomeMaster appends {epoch, max offset}; BecomeSlave fences the
+// master first), with OnConnect hooks pushed when the slave reaches
+// TRANSFER.
+//
+// # The slave's receive loop
+//
+// One loop serves both protocols and both body paths: receive a frame,
+// append its body, report. The frame source parses headers; the body goes
+// to the store through a body callback (AppendAt from the reader's buffer,
+// or AppenderFrom straight from the socket). The loop decides when to
+// report: before each frame it arms the connection reader
+// (transport.ConnReader); when the reader would have to wait for the
+// master it answers transport.ErrWouldBlock instead — everything received
+// is applied — and the loop reports, then reads again, waiting. It also
+// reports every 1 MiB applied during a catch-up that never runs dry.
+//
+// # Classic hardening
+//
+// A classic slave whose log ends at a record boundary (a log handed to
+// NewSlave: recovered or written as a master) checks the first body of each
+// connection: the bytes at its max offset must start a record (size field,
+// magic code, fits in the segment, PHYSICALOFFSET when whole). If they do
+// not, the master's log is not its continuation: it drops the connection,
+// logs ERROR once, sets SlaveStatus.Unhealthy, counts
+// replicator_ha_diverged_log_total and appends nothing (so it never acks
+// beyond what it held). An empty slave's first frame must be at a multiple
+// of its segment size (else SegmentError). A master logs an out-of-range
+// request offset at ERROR once per source host every 10 minutes.
 //
 // # Time, logs and metrics
 //
@@ -98,8 +170,12 @@
 // replicator_ha_out_of_range_requests_total, replicator_ha_reports_total,
 // replicator_ha_client_connected, replicator_ha_client_reconnects_total,
 // replicator_ha_offset_mismatches_total,
-// replicator_ha_sync_wait_duration_seconds and replicator_ha_puts_total{status}.
-// A master and a slave may share one registry.
+// replicator_ha_sync_wait_duration_seconds and replicator_ha_puts_total{status},
+// replicator_ha_sync_state_set_members, replicator_ha_truncated_bytes_total,
+// replicator_ha_no_consistent_point_total and replicator_ha_diverged_log_total.
+// A master and a slave may share one registry, and a Master or SlaveNode
+// created again on the same registry (a role change) reuses the registered
+// collectors, so counts carry on.
 //
 // # Concurrency and lock order
 //

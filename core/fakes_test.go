@@ -2,12 +2,13 @@ package core
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,160 +17,124 @@ import (
 
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
+	"github.com/replicatorhq/replicator/sdk/store/memstore"
+	"github.com/replicatorhq/replicator/transport/memtransport"
 )
 
-// memStore is an in-memory store.Store with fixed-size segments, for
-// deterministic byte-level tests (the commitlog plugin is tested over TCP).
-// Append encodes a record as [int32 size][body] and pads the rest of a
-// segment with zeros when the record does not fit.
+// memStore is the SDK's in-memory store (sdk/store/memstore: real
+// records, commitlog's offset rules) with the helpers core's tests use and
+// one fault: flushErr, returned (with a valid result) by Append when set.
 type memStore struct {
-	mu       sync.Mutex
-	segSize  int64
-	base     int64 // first offset held
-	data     []byte
-	empty    bool
-	watchers map[int]chan<- struct{}
-	nextW    int
-	flushErr error // returned (with a valid result) by Append when set
-	closed   bool
+	*memstore.Store
+	flushErr    error
+	queueOffset int64  // the next record's, for fillRecords
+	topic       string // fillRecords' topic; "" is TopicTest
 }
 
 var _ store.Store = (*memStore)(nil)
 
 func newMemStore(segSize int64) *memStore {
-	return &memStore{segSize: segSize, empty: true, watchers: map[int]chan<- struct{}{}}
-}
-
-func (s *memStore) maxLocked() int64 { return s.base + int64(len(s.data)) }
-
-func (s *memStore) notifyLocked() {
-	for _, ch := range s.watchers {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	return &memStore{Store: memstore.New(segSize)}
 }
 
 func (s *memStore) Append(ctx context.Context, msg *record.Message) (store.AppendResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return store.AppendResult{}, store.ErrClosed
+	res, err := s.Store.Append(ctx, msg)
+	if err == nil && s.flushErr != nil {
+		return res, s.flushErr
 	}
-	size := int64(4 + len(msg.Body))
-	if size > s.segSize {
-		return store.AppendResult{}, store.ErrMessageTooLarge
-	}
-	s.empty = false
-	off := s.maxLocked()
-	if rem := s.segSize - off%s.segSize; rem < size {
-		s.data = append(s.data, make([]byte, rem)...)
-		off += rem
-	}
-	s.data = binary.BigEndian.AppendUint32(s.data, uint32(size))
-	s.data = append(s.data, msg.Body...)
-	s.notifyLocked()
-	res := store.AppendResult{Offset: off, NextOffset: off + size, Size: int32(size)}
-	return res, s.flushErr
-}
-
-func (s *memStore) AppendAt(offset int64, data []byte) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return 0, store.ErrClosed
-	}
-	if s.empty {
-		s.base = offset
-	} else if offset != s.maxLocked() {
-		return 0, fmt.Errorf("memstore: append at %d, max %d: %w", offset, s.maxLocked(), store.ErrOffsetMismatch)
-	}
-	if offset%s.segSize+int64(len(data)) > s.segSize {
-		return 0, fmt.Errorf("memstore: append [%d,+%d): %w", offset, len(data), store.ErrSegmentOverflow)
-	}
-	s.empty = false
-	s.data = append(s.data, data...)
-	s.notifyLocked()
-	return s.maxLocked(), nil
-}
-
-func (s *memStore) Read(offset int64, max int) (store.View, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return store.View{}, store.ErrClosed
-	}
-	if offset < s.base || offset > s.maxLocked() {
-		return store.View{}, fmt.Errorf("memstore: read at %d: %w", offset, store.ErrOffsetOutOfRange)
-	}
-	end := min(offset+int64(max), (offset/s.segSize+1)*s.segSize, s.maxLocked())
-	return store.View{Offset: offset, Data: s.data[offset-s.base : end-s.base : end-s.base]}, nil
-}
-
-func (s *memStore) ReadMessages(offset int64, n int) ([]record.Record, int64, error) {
-	return nil, offset, errors.New("memstore: ReadMessages not supported")
-}
-
-func (s *memStore) Bounds() store.Bounds {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	max := s.maxLocked()
-	last := s.base / s.segSize * s.segSize
-	if max > s.base {
-		last = (max - 1) / s.segSize * s.segSize // the segment holding the last byte
-	}
-	return store.Bounds{Min: s.base, Max: max, Flushed: max, LastSegmentStart: last, SegmentSize: s.segSize}
-}
-
-func (s *memStore) Truncate(offset int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if offset < s.base || offset > s.maxLocked() {
-		return store.ErrOffsetOutOfRange
-	}
-	s.data = s.data[:offset-s.base]
-	s.notifyLocked()
-	return nil
-}
-
-func (s *memStore) Watch(ch chan<- struct{}) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.nextW
-	s.nextW++
-	s.watchers[id] = ch
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.watchers, id)
-	}
-}
-
-func (s *memStore) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
+	return res, err
 }
 
 // bytesAt returns a copy of the stored bytes [from, to).
 func (s *memStore) bytesAt(from, to int64) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.data[from-s.base : to-s.base])
+	out := make([]byte, 0, to-from)
+	for off := from; off < to; {
+		v, err := s.Read(off, int(to-off))
+		if err != nil || len(v.Data) == 0 {
+			panic(fmt.Sprintf("memStore.bytesAt(%d, %d): at %d: %d bytes, %v", from, to, off, len(v.Data), err))
+		}
+		out = append(out, v.Data...)
+		off += int64(len(v.Data))
+		v.Release()
+	}
+	return out
+}
+
+// put appends data at start (the max offset, or a segment boundary on an
+// empty store) in pieces that never cross a segment end.
+func (s *memStore) put(t testing.TB, start int64, data []byte) {
+	t.Helper()
+	seg := s.Bounds().SegmentSize
+	for off := start; len(data) > 0; {
+		n := min(int64(len(data)), seg-off%seg)
+		if _, err := s.AppendAt(off, data[:n]); err != nil {
+			t.Fatal(err)
+		}
+		off, data = off+n, data[n:]
+	}
 }
 
 // fill appends raw bytes to s as a master log: pattern bytes from offset
-// start (on an empty store) up to end.
+// start (on an empty store: a segment boundary) up to end.
 func (s *memStore) fill(t testing.TB, start, end int64) {
 	t.Helper()
-	for off := start; off < end; {
-		n := min(end-off, s.segSize-off%s.segSize)
-		if _, err := s.AppendAt(off, pattern(off, int(n))); err != nil {
-			t.Fatal(err)
+	s.put(t, start, pattern(start, int(end-start)))
+}
+
+// fillRecords appends real records to s from offset start (on an empty
+// store: a segment boundary) up to end, with a record boundary at each of
+// cuts (and at every segment end: a filler, or zeros when fewer than
+// record.FillerSize bytes are left). A gap shorter than the smallest
+// record between two boundaries fails the test.
+func (s *memStore) fillRecords(t testing.TB, start, end int64, cuts ...int64) {
+	t.Helper()
+	seg := s.Bounds().SegmentSize
+	points := []int64{end}
+	for _, c := range cuts {
+		if c > start && c < end {
+			points = append(points, c)
 		}
-		off += n
+	}
+	for e := (start/seg + 1) * seg; e < end; e += seg {
+		points = append(points, e)
+	}
+	slices.Sort(points)
+	points = slices.Compact(points)
+	topic := cmp.Or(s.topic, "TopicTest")
+	empty, err := record.Size(&record.Message{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := start
+	for _, p := range points {
+		gap := p - off
+		if gap < int64(empty) {
+			if p%seg != 0 {
+				t.Fatalf("fillRecords: %d bytes between %d and %d hold no record", gap, off, p)
+			}
+			pad := make([]byte, gap)
+			if gap >= record.FillerSize {
+				record.PutFiller(pad, int32(gap))
+			}
+			s.put(t, off, pad)
+			off = p
+			continue
+		}
+		k := (gap + 399) / 400 // records of at most 400 bytes
+		for i := range k {
+			size := gap / k
+			if i == k-1 {
+				size = p - off
+			}
+			m := &record.Message{Topic: topic, Body: pattern(off, int(size)-empty)}
+			b, err := record.Encode(nil, m, s.queueOffset, off, 1_700_000_000_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.queueOffset++
+			s.put(t, off, b)
+			off += size
+		}
 	}
 }
 
@@ -184,97 +149,48 @@ func pattern(off int64, n int) []byte {
 	return b
 }
 
-// pipeTransport is an in-memory transport.Transport built on net.Pipe: it
-// works inside testing/synctest bubbles.
+// pipeTransport is memtransport's transport for one node that listens and
+// dials (a master and its slaves in one test share it), with a hook for
+// chaos tests: wrap, if set, wraps both ends of every new connection;
+// dialer is true for the dialing side.
 type pipeTransport struct {
-	mu        sync.Mutex
-	listeners map[string]*pipeListener
-	n         int
-	// wrap, if set, wraps both ends of every new connection (fault
-	// injection); dialer is true for the dialing side.
+	*memtransport.Transport
 	wrap func(c net.Conn, dialer bool) net.Conn
 }
 
 func newPipeTransport() *pipeTransport {
-	return &pipeTransport{listeners: map[string]*pipeListener{}}
+	return &pipeTransport{Transport: memtransport.NewNetwork(memtransport.Config{}).Transport("node")}
 }
-
-type pipeAddr string
-
-func (a pipeAddr) Network() string { return "pipe" }
-func (a pipeAddr) String() string  { return string(a) }
-
-type pipeListener struct {
-	tr     *pipeTransport
-	addr   string
-	ch     chan net.Conn
-	done   chan struct{}
-	closed sync.Once
-}
-
-type pipeConn struct {
-	net.Conn
-	local, remote pipeAddr
-}
-
-func (c pipeConn) LocalAddr() net.Addr  { return c.local }
-func (c pipeConn) RemoteAddr() net.Addr { return c.remote }
 
 func (t *pipeTransport) Listen(addr string) (net.Listener, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.listeners[addr]; ok {
-		return nil, fmt.Errorf("pipe: %s in use", addr)
+	ln, err := t.Transport.Listen(addr)
+	if err != nil || t.wrap == nil {
+		return ln, err
 	}
-	l := &pipeListener{tr: t, addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-	t.listeners[addr] = l
-	return l, nil
+	return wrapListener{Listener: ln, wrap: t.wrap}, nil
 }
 
 func (t *pipeTransport) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	t.mu.Lock()
-	l := t.listeners[addr]
-	t.n++
-	client := pipeAddr(fmt.Sprintf("client-%d", t.n))
-	t.mu.Unlock()
-	if l == nil {
-		return nil, fmt.Errorf("pipe: dial %s: connection refused", addr)
+	c, err := t.Transport.Dial(ctx, addr)
+	if err != nil || t.wrap == nil {
+		return c, err
 	}
-	a, b := net.Pipe()
-	var ca, cb net.Conn = pipeConn{a, client, pipeAddr(addr)}, pipeConn{b, pipeAddr(addr), client}
-	if t.wrap != nil {
-		ca, cb = t.wrap(ca, true), t.wrap(cb, false)
-	}
-	select {
-	case l.ch <- cb:
-		return ca, nil
-	case <-l.done:
-		return nil, fmt.Errorf("pipe: dial %s: connection refused", addr)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("pipe: dial %s: %w", addr, ctx.Err())
-	}
+	return t.wrap(c, true), nil
 }
 
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
+// wrapListener wraps the accepted side of each connection.
+type wrapListener struct {
+	net.Listener
+	wrap func(c net.Conn, dialer bool) net.Conn
+}
+
+func (l wrapListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
+	return l.wrap(c, false), nil
 }
-
-func (l *pipeListener) Close() error {
-	l.closed.Do(func() {
-		close(l.done)
-		l.tr.mu.Lock()
-		delete(l.tr.listeners, l.addr)
-		l.tr.mu.Unlock()
-	})
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr(l.addr) }
 
 // logBuf is a concurrency-safe log sink for assertions on log lines.
 type logBuf struct {
@@ -351,4 +267,25 @@ func readReport(t testing.TB, c net.Conn) int64 {
 // testMsg is a message with an n-byte body.
 func testMsg(n int) *record.Message {
 	return &record.Message{Topic: "TopicTest", Body: bytes.Repeat([]byte{'m'}, n)}
+}
+
+// sizedMsg is a message whose record is exactly size bytes (at least
+// recordSize(testMsg(0)), a TopicTest record with an empty body).
+func sizedMsg(t testing.TB, size int) *record.Message {
+	t.Helper()
+	empty := int(recordSize(t, testMsg(0)))
+	if size < empty {
+		t.Fatalf("sizedMsg(%d): the smallest record is %d bytes", size, empty)
+	}
+	return testMsg(size - empty)
+}
+
+// recordSize is the size of msg's record.
+func recordSize(t testing.TB, msg *record.Message) int64 {
+	t.Helper()
+	n, err := record.Size(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(n)
 }

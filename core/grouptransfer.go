@@ -85,7 +85,13 @@ func (g *groupTransfer) remove(w *syncWaiter) bool {
 // update recomputes the quorum from the connected slaves' counted acks and
 // releases every waiter it covers. It returns the number released.
 func (g *groupTransfer) update(acks []int64) int {
-	g.quorum = nthHighest(acks, g.acks, &g.buf)
+	return g.release(nthHighest(acks, g.acks, &g.buf))
+}
+
+// release sets the quorum ack to q and releases every waiter it covers. It
+// returns the number released.
+func (g *groupTransfer) release(q int64) int {
+	g.quorum = q
 	n := 0
 	for len(g.queue) > 0 && g.queue[0].next <= g.quorum {
 		w := heap.Pop(&g.queue).(*syncWaiter)

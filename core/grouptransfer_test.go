@@ -87,7 +87,7 @@ type syncFixture struct {
 
 func newSyncFixture(t *testing.T, cfg MasterConfig) *syncFixture {
 	f := &syncFixture{st: newMemStore(1 << 20), tr: newPipeTransport(), reg: prometheus.NewPedanticRegistry()}
-	f.st.fill(t, 0, 1000)
+	f.st.fillRecords(t, 0, 1000)
 	if cfg.MaxLag == 0 {
 		cfg.Role = SyncMaster // a MaxLag fixture is an ASYNC_MASTER
 	}
@@ -114,7 +114,7 @@ func (f *syncFixture) putAsync(t *testing.T, ctx context.Context) <-chan putOutc
 	ch := make(chan putOutcome, 1)
 	start := time.Now()
 	go func() {
-		res, err := f.m.Put(ctx, testMsg(96)) // 100-byte record
+		res, err := f.m.Put(ctx, sizedMsg(t, 100)) // 100-byte record
 		ch <- putOutcome{res, err, time.Since(start)}
 	}()
 	return ch
@@ -133,7 +133,7 @@ func pending(ch <-chan putOutcome) bool {
 func TestCoreSyncPutOKWithSlave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mst := newMemStore(1 << 20)
-		mst.fill(t, 0, 1000)
+		mst.fillRecords(t, 0, 1000)
 		tr := newPipeTransport()
 		reg := prometheus.NewPedanticRegistry()
 		m := startMaster(t, mst, tr, MasterConfig{Role: SyncMaster, Registerer: reg})
@@ -398,8 +398,9 @@ func TestCoreAsyncMasterPutDoesNotWait(t *testing.T) {
 		defer c.Close()
 		rawReport(t, c, 0) // a slave that never acks
 		go io.Copy(io.Discard, c)
-		res, err := m.Put(context.Background(), testMsg(10))
-		if err != nil || res.Status != PutOK || res.Offset != 0 || res.NextOffset != 14 {
+		msg := testMsg(10)
+		res, err := m.Put(context.Background(), msg)
+		if err != nil || res.Status != PutOK || res.Offset != 0 || res.NextOffset != recordSize(t, msg) {
 			t.Fatalf("%+v %v", res, err)
 		}
 	})

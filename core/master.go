@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replicatorhq/replicator/core/epoch"
+	"github.com/replicatorhq/replicator/internal/backoff"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
@@ -26,8 +29,19 @@ type Master struct {
 	log hclog.Logger
 	met *masterMetrics
 
-	closing chan struct{} // closed by Close
+	closing chan struct{}   // closed by Close
+	ctx     context.Context // canceled by Close (SyncStateSetConfirmer calls)
+	stop    context.CancelFunc
+	fenceCh chan struct{} // closed by Fence
 	wg      sync.WaitGroup
+
+	// Autoswitch: the epoch file and the epoch served (its last entry
+	// when the master was created).
+	epochs     *epoch.File
+	epoch      int32
+	epochStart int64
+	confStored atomic.Int64 // the computed confirm offset (RocketMQ's confirmOffset field)
+	confSingle atomic.Bool  // the SyncStateSet is the master alone: confirm offset = max offset (#7656)
 
 	// mu guards everything below, the per-connection fields documented as
 	// "guarded by Master.mu", and gt.
@@ -40,6 +54,13 @@ type Master struct {
 	gt      *groupTransfer
 	acks    []int64       // scratch for gt.update
 	changed chan struct{} // closed and replaced whenever a slave connects, reports or leaves
+	fence   error         // the fence reason, set once
+
+	// Autoswitch.
+	byID    map[int64]*slaveConn // handshaken connections by broker id
+	sss     syncStateSet
+	lastMin int64                // the store's min offset at the last epoch prefix truncation
+	oorLog  map[string]time.Time // out-of-range ERROR last logged, per source host
 }
 
 // NewMaster returns a master over st that listens with tr. Start begins serving.
@@ -59,17 +80,37 @@ func NewMaster(st store.Store, tr transport.Transport, cfg MasterConfig) (*Maste
 	if err != nil {
 		return nil, fmt.Errorf("replicator: master metrics: %w", err)
 	}
-	return &Master{
+	ctx, stop := context.WithCancel(context.Background())
+	m := &Master{
+		ctx:     ctx,
+		stop:    stop,
 		st:      st,
 		tr:      tr,
 		cfg:     cfg,
 		log:     log.Named("master"),
 		met:     met,
 		closing: make(chan struct{}),
+		fenceCh: make(chan struct{}),
 		conns:   make(map[*slaveConn]struct{}),
 		gt:      newGroupTransfer(cfg.SyncAcks),
 		changed: make(chan struct{}),
-	}, nil
+	}
+	if cfg.Protocol == ProtocolAutoSwitch {
+		last, ok := cfg.Epochs.Last()
+		if !ok {
+			stop()
+			return nil, fmt.Errorf("%w: autoswitch master: the epoch file is empty (become master of an epoch first)", ErrInvalidConfig)
+		}
+		m.epochs, m.epoch, m.epochStart = cfg.Epochs, last.Epoch, last.StartOffset
+		m.byID = make(map[int64]*slaveConn)
+		m.sss = newSyncStateSet(cfg.BrokerID)
+		m.lastMin = st.Bounds().Min
+		m.mu.Lock()
+		m.computeConfirmLocked()
+		m.updateQuorumLocked()
+		m.mu.Unlock()
+	}
+	return m, nil
 }
 
 // Start opens the HA listener and starts the accept loop.
@@ -89,9 +130,14 @@ func (m *Master) Start() error {
 	m.ln = ln
 	m.addr = ln.Addr().String()
 	m.started = true
-	m.log.Info("HA service listening", "addr", m.addr, "role", m.cfg.Role.String(), "sync_acks", m.cfg.SyncAcks)
+	m.log.Info("HA service listening", "addr", m.addr, "role", m.cfg.Role.String(), "sync_acks", m.cfg.SyncAcks,
+		"protocol", m.cfg.Protocol.String(), "epoch", m.epoch)
 	m.wg.Add(1)
 	go m.acceptLoop(ln)
+	if m.cfg.Protocol == ProtocolAutoSwitch {
+		m.wg.Add(1)
+		go m.checkLoop()
+	}
 	return nil
 }
 
@@ -105,32 +151,23 @@ func (m *Master) Addr() string {
 
 func (m *Master) acceptLoop(ln net.Listener) {
 	defer m.wg.Done()
-	var backoff time.Duration
+	var bo backoff.Backoff
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			select {
-			case <-m.closing:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
+			if backoff.Stopped(err, m.closing) {
 				return
 			}
 			// Transient accept failures (file descriptors exhausted, ...):
 			// back off like net/http and keep serving.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			m.log.Error("accept failed; retrying", "error", err, "backoff", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-m.closing:
-				t.Stop()
+			d := bo.Next()
+			m.log.Error("accept failed; retrying", "error", err, "backoff", d)
+			if !backoff.Sleep(d, m.closing) {
 				return
 			}
 			continue
 		}
-		backoff = 0
+		bo.Reset()
 		m.serve(conn)
 	}
 }
@@ -139,16 +176,18 @@ func (m *Master) acceptLoop(ln net.Listener) {
 func (m *Master) serve(conn net.Conn) {
 	addr := conn.RemoteAddr().String()
 	c := &slaveConn{
-		m:       m,
-		conn:    conn,
-		addr:    addr,
-		log:     m.log.With("slave", addr),
-		reqCh:   make(chan struct{}),
-		wdone:   make(chan struct{}),
-		done:    make(chan struct{}),
-		request: -1,
-		ack:     -1,
-		since:   time.Now(),
+		m:        m,
+		conn:     conn,
+		addr:     addr,
+		log:      m.log.With("slave", addr),
+		reqCh:    make(chan struct{}),
+		wdone:    make(chan struct{}),
+		done:     make(chan struct{}),
+		hsCh:     make(chan struct{}),
+		request:  -1,
+		ack:      -1,
+		brokerID: -1,
+		since:    time.Now(),
 	}
 	m.mu.Lock()
 	if m.closed {
@@ -182,6 +221,10 @@ func (m *Master) serve(conn net.Conn) {
 func (m *Master) removeConn(c *slaveConn) {
 	m.mu.Lock()
 	delete(m.conns, c)
+	if m.byID != nil && c.hsRead && m.byID[c.brokerID] == c {
+		delete(m.byID, c.brokerID)
+		m.memberGoneLocked(c.brokerID)
+	}
 	m.updateQuorumLocked()
 	m.notifyLocked()
 	n := len(m.conns)
@@ -205,9 +248,13 @@ func (m *Master) notifyLocked() {
 // updateQuorumLocked recomputes the group-transfer quorum from the
 // connected slaves' counted acks and releases the puts it covers.
 func (m *Master) updateQuorumLocked() {
+	if m.cfg.Protocol == ProtocolAutoSwitch && m.cfg.SyncAcks == 0 {
+		m.gt.release(m.memberQuorumLocked())
+		return
+	}
 	m.acks = m.acks[:0]
 	for c := range m.conns {
-		if c.counted {
+		if c.counted && c.ackCounts() {
 			m.acks = append(m.acks, c.ack)
 		}
 	}
@@ -229,6 +276,9 @@ func (m *Master) onReport(c *slaveConn, v int64, counted bool) {
 	c.ack = v
 	c.lastAck = now
 	c.counted = counted
+	if m.byID != nil {
+		m.onAckLocked(c, v, now)
+	}
 	m.updateQuorumLocked()
 	m.mu.Unlock()
 }
@@ -272,6 +322,9 @@ func (m *Master) WaitSlaves(ctx context.Context, n int) error {
 // result with FLUSH_SLAVE_TIMEOUT and ctx's error: the message is stored but
 // its replication is unknown.
 func (m *Master) Put(ctx context.Context, msg *record.Message) (PutResult, error) {
+	if err := m.fenced(); err != nil {
+		return PutResult{}, err
+	}
 	select {
 	case <-m.closing:
 		return PutResult{}, ErrClosed
@@ -288,6 +341,9 @@ func (m *Master) Put(ctx context.Context, msg *record.Message) (PutResult, error
 	pr := PutResult{Offset: res.Offset, NextOffset: res.NextOffset, QueueOffset: res.QueueOffset}
 	var werr error
 	switch {
+	case m.fenced() != nil:
+		// Fenced while appending: stored here, but a demote may cut it.
+		status, werr = FlushSlaveTimeout, m.fenced()
 	case m.cfg.Role == SyncMaster:
 		var rs PutStatus
 		rs, werr = m.waitSlaves(ctx, res.NextOffset)
@@ -324,7 +380,7 @@ func (m *Master) waitSlaves(ctx context.Context, next int64) (PutStatus, error) 
 	if covered {
 		return PutOK, nil
 	}
-	if err == nil {
+	if err == nil && m.fenced() == nil {
 		m.log.Warn("sync put timed out waiting for slave acks", "next_offset", next, "timeout", m.cfg.SlaveTimeout)
 	}
 	return FlushSlaveTimeout, err
@@ -372,6 +428,8 @@ func (m *Master) await(ctx context.Context, w *syncWaiter) (covered bool, err er
 	case <-t.C:
 	case <-ctx.Done():
 		err = ctx.Err()
+	case <-m.fenceCh:
+		err = m.fenced()
 	case <-m.closing:
 	}
 	m.mu.Lock()
@@ -393,8 +451,14 @@ func (m *Master) observeWait(start time.Time) {
 // at least SyncAcks connected slaves are less than SlaveFallBehindMax behind
 // next. A slave that has not reported yet counts as acked at 0.
 func (m *Master) slavesAvailableLocked(next int64) bool {
+	if m.cfg.Protocol == ProtocolAutoSwitch && m.cfg.SyncAcks == 0 {
+		return true // RocketMQ 5 has no SLAVE_NOT_AVAILABLE: the set decides
+	}
 	k := 0
 	for c := range m.conns {
+		if !c.ackCounts() {
+			continue
+		}
 		ack := int64(0)
 		if c.counted {
 			ack = c.ack
@@ -414,7 +478,18 @@ func (m *Master) Status() MasterStatus {
 	maxOff := m.st.Bounds().Max
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := MasterStatus{Role: m.cfg.Role, Addr: m.addr, MaxOffset: maxOff}
+	st := MasterStatus{Role: m.cfg.Role, Addr: m.addr, MaxOffset: maxOff, Protocol: m.cfg.Protocol, ConfirmOffset: maxOff}
+	if m.fence != nil {
+		st.Fenced = m.fence.Error()
+	}
+	if m.byID != nil {
+		st.Epoch = m.epoch
+		st.ConfirmOffset = m.reportedConfirm(maxOff)
+		st.SyncStateSet = sortedIDs(m.sss.local)
+		if m.sss.remote != nil {
+			st.Proposed = sortedIDs(m.sss.remote)
+		}
+	}
 	for c := range m.conns {
 		si := SlaveInfo{
 			Addr:          c.addr,
@@ -423,9 +498,16 @@ func (m *Master) Status() MasterStatus {
 			LastAck:       c.lastAck,
 			NextTransfer:  c.next.Load(),
 			OutOfRange:    c.outOfRange.Load(),
+			BrokerID:      c.brokerID,
+			AsyncLearner:  c.learner,
+		}
+		if m.byID != nil {
+			si.HAState = c.haState().String()
+			_, si.InSync = m.sss.local[c.brokerID]
+			si.InSync = si.InSync && c.hsRead && m.byID[c.brokerID] == c
 		}
 		if c.ack >= 0 {
-			si.LagBytes = maxOff - c.ack
+			si.LagBytes = max(maxOff-c.ack, 0) // an out-of-range slave may be ahead
 		} else {
 			si.LagBytes = maxOff
 		}
@@ -447,6 +529,7 @@ func (m *Master) Close() error {
 	}
 	m.closed = true
 	close(m.closing)
+	m.stop()
 	m.notifyLocked()
 	ln := m.ln
 	conns := make([]*slaveConn, 0, len(m.conns))

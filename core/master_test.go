@@ -289,6 +289,7 @@ func TestCoreMasterClosesOnBadReports(t *testing.T) {
 					if _, err := c.Write(r); err != nil {
 						t.Fatal(err)
 					}
+					synctest.Wait() // one read per write, as the case lists them
 				}
 				synctest.Wait()
 				if time.Since(start) != 0 {
@@ -338,8 +339,8 @@ func TestCoreMasterReportsSplit(t *testing.T) {
 				if _, err := c.Write(part); err != nil {
 					t.Fatal(err)
 				}
+				synctest.Wait() // the master reads each part on its own
 			}
-			synctest.Wait()
 			wantReq := int64(3000)
 			switch {
 			case k == len(stream):

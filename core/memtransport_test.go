@@ -27,7 +27,7 @@ func TestCoreMemtransportFaults(t *testing.T) {
 				nw := memtransport.NewNetwork(memtransport.Config{Seed: seed})
 				const seg = 16 << 10
 				mst := newMemStore(seg)
-				mst.fill(t, 0, 3*seg+100)
+				mst.fillRecords(t, 0, 3*seg+100)
 				log, _ := newTestLogger(t)
 				m, err := NewMaster(mst, nw.Transport("master"), MasterConfig{
 					ListenAddr: "mem:master", Role: SyncMaster, SlaveTimeout: 2 * time.Second,

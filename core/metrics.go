@@ -29,6 +29,7 @@ type masterMetrics struct {
 	syncWait   prometheus.Histogram
 	lagWait    prometheus.Histogram
 	puts       *prometheus.CounterVec
+	syncSet    prometheus.Gauge
 }
 
 // slaveMetrics are the slave HA client's collectors; nil records nothing.
@@ -40,6 +41,11 @@ type slaveMetrics struct {
 	connected  prometheus.Gauge
 	reconnects prometheus.Counter
 	mismatches prometheus.Counter
+	// autoswitch and hardening
+	truncated    prometheus.Counter
+	noConsistent prometheus.Counter
+	diverged     prometheus.Counter
+	hbOnly       prometheus.Gauge
 }
 
 // waitHistogram is a histogram of put waits for slave acks, 50 µs to ~6.5 s.
@@ -108,6 +114,7 @@ func newMasterMetrics(r prometheus.Registerer) (*masterMetrics, error) {
 	regInto(r, &m.syncWait, waitHistogram("sync_wait_duration_seconds", "Time SYNC_MASTER puts waited for slave acks."), &err)
 	regInto(r, &m.lagWait, waitHistogram("lag_wait_duration_seconds", "Time ASYNC_MASTER puts waited for the slave to come within MaxLag bytes (back-pressure; only puts that waited)."), &err)
 	regInto(r, &m.puts, prometheus.NewCounterVec(prometheus.CounterOpts(opts("puts_total", "Stored puts by status.")), []string{"status"}), &err)
+	regInto(r, &m.syncSet, prometheus.NewGauge(prometheus.GaugeOpts(opts("sync_state_set_members", "Members of the master's in-sync set (autoswitch), the master included."))), &err)
 	regInto(r, &hb, heartbeatsVec(), &err)
 	if err != nil {
 		return nil, err
@@ -131,6 +138,10 @@ func newSlaveMetrics(r prometheus.Registerer) (*slaveMetrics, error) {
 	regInto(r, &m.connected, prometheus.NewGauge(prometheus.GaugeOpts(opts("client_connected", "1 while the slave is connected to its master."))), &err)
 	regInto(r, &m.reconnects, prometheus.NewCounter(prometheus.CounterOpts(opts("client_reconnects_total", "Slave connection attempts after the first."))), &err)
 	regInto(r, &m.mismatches, prometheus.NewCounter(prometheus.CounterOpts(opts("offset_mismatches_total", "Frames whose offset differed from the slave's max offset (connection dropped)."))), &err)
+	regInto(r, &m.truncated, prometheus.NewCounter(prometheus.CounterOpts(opts("truncated_bytes_total", "Commit-log bytes cut by the slave at a handshake to reach the consistent point with its master (autoswitch)."))), &err)
+	regInto(r, &m.noConsistent, prometheus.NewCounter(prometheus.CounterOpts(opts("no_consistent_point_total", "Handshakes refused by the slave: no consistent point with the master, or a log without epoch history (autoswitch)."))), &err)
+	regInto(r, &m.diverged, prometheus.NewCounter(prometheus.CounterOpts(opts("diverged_log_total", "Classic sessions dropped by the slave: the master's bytes at its max offset are not a record."))), &err)
+	regInto(r, &m.hbOnly, prometheus.NewGauge(prometheus.GaugeOpts(opts("client_heartbeats_only", "1 while the master sends this slave heartbeats only although it holds more data: the slave's offset is outside the master's log (autoswitch)."))), &err)
 	regInto(r, &hb, heartbeatsVec(), &err)
 	if err != nil {
 		return nil, err

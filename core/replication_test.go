@@ -32,7 +32,7 @@ func TestCoreReplicationCatchUpRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seg = 64 << 10
 		mst := newMemStore(seg)
-		mst.fill(t, 0, 5*seg+777)
+		mst.fillRecords(t, 0, 5*seg+777)
 		tr := newPipeTransport()
 		reg := prometheus.NewPedanticRegistry()
 		m := startMaster(t, mst, tr, MasterConfig{Role: AsyncMaster, StartFromFirstSegment: true, Registerer: reg})

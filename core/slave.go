@@ -13,13 +13,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
 )
 
 // SlaveNode follows a master and appends what it ships (RocketMQ's
-// HAClient, with 5.x housekeeping semantics and an immediate first report).
+// HAClient, with 5.x housekeeping semantics and an immediate first report;
+// with ProtocolAutoSwitch, AutoSwitchHAClient: handshake, truncation to the
+// consistent point, epochs).
 //
 // It is safe for concurrent use.
 type SlaveNode struct {
@@ -33,16 +36,28 @@ type SlaveNode struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex // guards everything below
-	started bool
-	closed  bool
-	conn    net.Conn // the current connection, closed by Close
-	status  SlaveStatus
-	segLog  string // SegmentError already logged
+	mu        sync.Mutex // guards everything below
+	started   bool
+	closed    bool
+	conn      net.Conn // the current connection, closed by Close
+	status    SlaveStatus
+	segLog    string // SegmentError already logged
+	unhealthy string // Unhealthy already logged
+	hooks     []func()
+	resets    int   // consecutive sessions reset by the peer right after connecting
+	bndAt     int64 // endsAtBoundary's cached answer for this max offset
+	bndKnown  bool
+	bndOK     bool
+
+	// boundary: the local max offset is a record boundary (a log handed to
+	// NewSlave: recovered from disk or written as a master). Cleared once
+	// a session appended bytes (frames split records).
+	boundary atomic.Bool
 
 	lastFrame atomic.Int64 // Unix nanoseconds of the last frame read; 0 = none
 	ackSent   atomic.Int64 // last offset reported; -1 before any
 	segErr    atomic.Bool  // status.SegmentError is set
+	confirm   atomic.Int64 // autoswitch: min(master's confirm offset, local max)
 }
 
 // NewSlave returns a slave HA client over st. Start begins replicating.
@@ -71,9 +86,10 @@ func NewSlave(st store.Store, tr transport.Transport, cfg SlaveConfig) (*SlaveNo
 		met:    met,
 		ctx:    ctx,
 		cancel: cancel,
-		status: SlaveStatus{MasterAddr: cfg.MasterAddr},
+		status: SlaveStatus{MasterAddr: cfg.MasterAddr, Protocol: cfg.Protocol, HAState: transport.StateReady.String()},
 	}
 	s.ackSent.Store(-1)
+	s.boundary.Store(st.Bounds().Max > 0)
 	return s, nil
 }
 
@@ -93,6 +109,16 @@ func (s *SlaveNode) Start() error {
 	return nil
 }
 
+// OnConnect registers f, called on the client's goroutine (keep it short)
+// each time a connection reaches TRANSFER: classic, once the first report
+// is sent; autoswitch, once the handshake and truncation are done and the
+// first ack is sent.
+func (s *SlaveNode) OnConnect(f func()) {
+	s.mu.Lock()
+	s.hooks = append(s.hooks, f)
+	s.mu.Unlock()
+}
+
 // Status reports the HA client.
 func (s *SlaveNode) Status() SlaveStatus {
 	maxOff := s.st.Bounds().Max
@@ -101,10 +127,22 @@ func (s *SlaveNode) Status() SlaveStatus {
 	st := s.status
 	st.MaxOffset = maxOff
 	st.AckSent = s.ackSent.Load()
+	st.ConfirmOffset = s.confirmOffset(maxOff)
 	if ns := s.lastFrame.Load(); ns != 0 {
 		st.LastFrameTime = time.Unix(0, ns)
 	}
 	return st
+}
+
+// ConfirmOffset is min(the master's confirm offset, the local max offset)
+// in autoswitch, the local max offset in classic.
+func (s *SlaveNode) ConfirmOffset() int64 { return s.confirmOffset(s.st.Bounds().Max) }
+
+func (s *SlaveNode) confirmOffset(maxOff int64) int64 {
+	if s.cfg.Protocol != ProtocolAutoSwitch {
+		return maxOff
+	}
+	return min(s.confirm.Load(), maxOff)
 }
 
 // Put always fails with ErrSlaveWriteProtected (slave write protection).
@@ -176,6 +214,37 @@ func (s *SlaveNode) setError(err error) {
 	s.mu.Unlock()
 }
 
+func (s *SlaveNode) setState(st transport.HAState) {
+	s.mu.Lock()
+	s.status.HAState = st.String()
+	s.mu.Unlock()
+}
+
+// setUnhealthy records why the slave refuses to replicate; the first
+// occurrence of a reason is logged at ERROR (one line per state change).
+func (s *SlaveNode) setUnhealthy(reason string, args ...any) {
+	s.mu.Lock()
+	first := s.unhealthy != reason
+	s.unhealthy = reason
+	s.status.Unhealthy = reason
+	s.mu.Unlock()
+	if first {
+		s.log.Error(reason, append(args, "retry_in", s.cfg.ReconnectDelay)...)
+	}
+}
+
+// clearUnhealthy marks the slave healthy again (logged once).
+func (s *SlaveNode) clearUnhealthy() {
+	s.mu.Lock()
+	was := s.unhealthy
+	s.unhealthy = ""
+	s.status.Unhealthy = ""
+	s.mu.Unlock()
+	if was != "" {
+		s.log.Info("replication healthy again", "was", was)
+	}
+}
+
 // session runs one connection to the master. It returns why it ended.
 func (s *SlaveNode) session() error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ConnectTimeout)
@@ -197,10 +266,20 @@ func (s *SlaveNode) session() error {
 	s.conn = conn
 	s.mu.Unlock()
 
-	ss := &slaveSession{s: s, conn: conn, rw: transport.NewReportWriter(conn), done: make(chan struct{}), start: time.Now()}
+	ss := &slaveSession{s: s, conn: conn, done: make(chan struct{}), start: time.Now(),
+		cr: transport.NewConnReader(conn, s.cfg.HousekeepingInterval)}
+	if s.cfg.Protocol == ProtocolAutoSwitch {
+		ss.aw = conn
+	} else {
+		ss.rw = transport.NewReportWriter(conn)
+	}
+	// The socket is read on a goroutine of its own, ahead of the receive
+	// loop, so that the next frames arrive while the loop writes this one
+	// to the store (docs/benchmarks.md, catch-up).
+	ss.cr.StartReadAhead()
 	maxOff := s.st.Bounds().Max
 	ss.max.Store(maxOff)
-	s.log.Info("connected to master", "local_addr", conn.LocalAddr().String(), "max_offset", maxOff)
+	s.log.Info("connected to master", "local_addr", conn.LocalAddr().String(), "max_offset", maxOff, "protocol", s.cfg.Protocol.String())
 	s.mu.Lock()
 	s.status.Connected = true
 	s.status.LastError = ""
@@ -212,9 +291,11 @@ func (s *SlaveNode) session() error {
 	err = ss.run()
 
 	conn.Close()
+	ss.cr.StopReadAhead()
 	s.mu.Lock()
 	s.conn = nil
 	s.status.Connected = false
+	s.status.HAState = transport.StateReady.String()
 	if err != nil && s.ctx.Err() == nil {
 		s.status.LastError = err.Error()
 	}
@@ -222,11 +303,32 @@ func (s *SlaveNode) session() error {
 	if s.met != nil {
 		s.met.connected.Set(0)
 	}
+	if ss.appended {
+		s.boundary.Store(false)
+	}
 	var le loggedError
 	if s.ctx.Err() == nil && !errors.As(err, &le) && !errors.Is(err, errStopped) {
-		s.log.Info("disconnected from master", "reason", err, "retry_in", s.cfg.ReconnectDelay)
+		args := []any{"reason", err, "retry_in", s.cfg.ReconnectDelay}
+		if n := s.resetCount(ss, err); n > 0 {
+			args = append(args, "resets_after_connect", n, "hint",
+				"the master resets this connection right after it opens: it may refuse this address (check its --ha-allow list)")
+		}
+		s.log.Info("disconnected from master", args...)
 	}
 	return err
+}
+
+// resetCount counts consecutive sessions that the peer reset (or closed)
+// before sending a single frame; 0 when this one received frames.
+func (s *SlaveNode) resetCount(ss *slaveSession, err error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss.frames > 0 || !(isReset(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		s.resets = 0
+		return 0
+	}
+	s.resets++
+	return s.resets
 }
 
 // slaveSession is one connection: a reader goroutine (the caller of run)
@@ -235,14 +337,17 @@ func (s *SlaveNode) session() error {
 type slaveSession struct {
 	s    *SlaveNode
 	conn net.Conn
+	cr   *transport.ConnReader
 	max  atomic.Int64 // the local max offset
 
 	// Reports are written by whichever goroutine holds wmu; the other one
 	// never waits for it: it sets pending (and force) and returns, and the
 	// holder writes the latest max offset before it lets go. So neither the
 	// frame reader nor the reporter ever blocks behind the other's write.
-	wmu      sync.Mutex // guards rw and lastSent
+	wmu      sync.Mutex // guards rw, aw, abuf and lastSent
 	rw       *transport.ReportWriter
+	aw       io.Writer // autoswitch: acks [2][offset]
+	abuf     []byte
 	lastSent int64
 	pending  atomic.Bool
 	force    atomic.Bool
@@ -250,6 +355,13 @@ type slaveSession struct {
 	lastTime atomic.Int64 // time of the last report, as a duration since start
 
 	done chan struct{} // closed when the reader ends
+
+	// receive loop state (reader goroutine only)
+	frames    int64 // frames received
+	appended  bool  // bytes were appended
+	lastEpoch int32 // autoswitch: the local last epoch
+	hasEpoch  bool
+	hbOnly    bool // autoswitch: the master sends heartbeats only while it holds more
 }
 
 // report sends the current max offset, unless it equals the last report
@@ -269,7 +381,12 @@ func (ss *slaveSession) report(force bool) error {
 		v := ss.max.Load()
 		var err error
 		if f || v != ss.lastSent {
-			err = ss.rw.WriteReport(v)
+			if ss.aw != nil {
+				ss.abuf = transport.AppendAck(ss.abuf[:0], v)
+				_, err = ss.aw.Write(ss.abuf)
+			} else {
+				err = ss.rw.WriteReport(v)
+			}
 			if err == nil {
 				ss.lastSent = v
 				ss.lastTime.Store(int64(time.Since(ss.start)))
@@ -288,10 +405,25 @@ func (ss *slaveSession) report(force bool) error {
 }
 
 func (ss *slaveSession) run() error {
-	// The first report goes out at once (RocketMQ 4.x waits 5 s): it is the
-	// request offset.
+	s := ss.s
+	rx := ss.newReceiver()
+	if s.cfg.Protocol == ProtocolAutoSwitch {
+		if err := ss.handshake(rx); err != nil {
+			return err
+		}
+	}
+	// The first report goes out at once (RocketMQ 4.x waits 5 s, 5.x sends
+	// a fresh or truncated slave's first ack with the 5 s heartbeat): it
+	// is the request offset.
 	if err := ss.report(true); err != nil {
 		return err
+	}
+	s.setState(transport.StateTransfer)
+	s.mu.Lock()
+	hooks := s.hooks
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
 	}
 	var rwg sync.WaitGroup
 	rwg.Add(1)
@@ -299,7 +431,7 @@ func (ss *slaveSession) run() error {
 		defer rwg.Done()
 		ss.reportLoop()
 	}()
-	err := ss.readLoop()
+	err := ss.receive(rx)
 	close(ss.done)
 	ss.conn.Close() // unblocks a report write
 	rwg.Wait()
@@ -331,48 +463,6 @@ func (ss *slaveSession) reportLoop() {
 	}
 }
 
-// readLoop parses frames and applies them (RocketMQ dispatchReadRequest).
-// With a store that implements AppenderFrom on a connection with a file
-// descriptor, bodies go straight from the socket into the store
-// (directLoop); otherwise through a FrameReader's buffer and AppendAt.
-func (ss *slaveSession) readLoop() error {
-	s := ss.s
-	if app, ok := s.st.(AppenderFrom); ok {
-		if vr, ok := newSocketVec(ss); ok {
-			return ss.directLoop(app, vr)
-		}
-	}
-	fr := transport.NewFrameReader(sessionReader{ss}, s.cfg.MaxFrameBody)
-	for {
-		f, err := fr.Next()
-		if err != nil {
-			return ss.readFailed(err)
-		}
-		now := time.Now()
-		cur := ss.max.Load()
-		if cur != 0 && f.Offset != cur {
-			return ss.mismatch(f.Offset, len(f.Body), cur)
-		}
-		s.lastFrame.Store(now.UnixNano())
-		if len(f.Body) == 0 {
-			if s.met != nil {
-				s.met.heartbeats.Inc()
-			}
-			continue
-		}
-		newMax, err := s.st.AppendAt(f.Offset, f.Body)
-		if err != nil {
-			return s.appendFailed(f.Offset, len(f.Body), err)
-		}
-		ss.max.Store(newMax)
-		s.clearSegmentError()
-		if s.met != nil {
-			s.met.recvBytes.Add(float64(len(f.Body)))
-			s.met.recvFrames.Inc()
-		}
-	}
-}
-
 // readFailed turns a frame read error into the session's end.
 func (ss *slaveSession) readFailed(err error) error {
 	s := ss.s
@@ -384,9 +474,13 @@ func (ss *slaveSession) readFailed(err error) error {
 		return loggedError{fmt.Errorf("idle for %v: %w", s.cfg.HousekeepingInterval, err)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("master closed the connection: %w", err)
-	case errors.Is(err, transport.ErrFrameTooLarge), errors.Is(err, transport.ErrNegativeSize), errors.Is(err, transport.ErrNegativeOffset):
+	case errors.Is(err, transport.ErrFrameTooLarge), errors.Is(err, transport.ErrNegativeSize), errors.Is(err, transport.ErrNegativeOffset),
+		errors.Is(err, transport.ErrBadHandshake), errors.Is(err, transport.ErrTooManyEpochs):
 		s.log.Warn("closing master connection: malformed frame", "error", err, "max_frame_body", s.cfg.MaxFrameBody, "retry_in", s.cfg.ReconnectDelay)
 		return loggedError{fmt.Errorf("malformed frame: %w", err)}
+	case errors.Is(err, transport.ErrBadState):
+		s.log.Warn("closing master connection: frame state is neither HANDSHAKE nor TRANSFER (a classic master?)", "error", err, "retry_in", s.cfg.ReconnectDelay)
+		return loggedError{fmt.Errorf("state mismatch: %w", err)}
 	default:
 		return fmt.Errorf("read frame: %w", err)
 	}
@@ -404,25 +498,29 @@ func (ss *slaveSession) mismatch(off int64, size int, cur int64) error {
 	return loggedError{fmt.Errorf("%w: frame offset %d, slave max offset %d", ErrOffsetMismatch, off, cur)}
 }
 
-// appendFailed turns an AppendAt error for the frame [off, off+size) into
+// segmentError records a segment-size mismatch (logged once per message).
+func (s *SlaveNode) segmentError(line, msg string, args ...any) error {
+	s.mu.Lock()
+	s.status.SegmentError = msg
+	s.segErr.Store(true)
+	first := s.segLog != msg
+	s.segLog = msg
+	s.mu.Unlock()
+	if first {
+		s.log.Error(line, args...)
+	}
+	return loggedError{fmt.Errorf("%w: %s", store.ErrSegmentOverflow, msg)}
+}
+
+// appendFailed turns an append error for the frame [off, off+size) into
 // the session's end.
 func (s *SlaveNode) appendFailed(off int64, size int, err error) error {
 	switch {
 	case errors.Is(err, store.ErrSegmentOverflow):
 		b := s.st.Bounds()
-		msg := fmt.Sprintf("frame [%d, %d) crosses this slave's segment end (segment size %d): master and slave segment sizes differ",
-			off, off+int64(size), b.SegmentSize)
-		s.mu.Lock()
-		s.status.SegmentError = msg
-		s.segErr.Store(true)
-		first := s.segLog != msg
-		s.segLog = msg
-		s.mu.Unlock()
-		if first {
-			s.log.Error("frame crosses the slave's segment end: master and slave segment sizes differ; replication cannot proceed",
-				"frame_offset", off, "body", size, "slave_segment_size", b.SegmentSize)
-		}
-		return loggedError{fmt.Errorf("append at %d: %w", off, err)}
+		return s.segmentError("frame crosses the slave's segment end: master and slave segment sizes differ; replication cannot proceed",
+			fmt.Sprintf("frame [%d, %d) crosses this slave's segment end (segment size %d): master and slave segment sizes differ",
+				off, off+int64(size), b.SegmentSize), "frame_offset", off, "body", size, "slave_segment_size", b.SegmentSize)
 	case errors.Is(err, store.ErrOffsetMismatch):
 		s.log.Warn("append refused: offset mismatch; dropping connection", "frame_offset", off, "error", err, "retry_in", s.cfg.ReconnectDelay)
 		return loggedError{fmt.Errorf("append at %d: %w", off, err)}
@@ -442,19 +540,11 @@ func (s *SlaveNode) clearSegmentError() {
 	s.mu.Unlock()
 }
 
-// sessionReader is the slave's socket reader. The FrameReader calls it only
-// when no complete frame is buffered, that is, after it applied every frame
-// the last read delivered: that is when the slave reports its new max offset
-// (one report per applied batch that grew it, as RocketMQ's
-// reportSlaveMaxOffsetPlus after dispatchReadRequest). Every read gets a
-// deadline of HousekeepingInterval: a connection that reads nothing for that
-// long closes.
-type sessionReader struct{ ss *slaveSession }
-
-func (r sessionReader) Read(p []byte) (int, error) {
-	ss := r.ss
-	if err := ss.report(false); err != nil {
-		return 0, err
+// epochsOf converts the handshake's entries.
+func epochsOf(es []transport.EpochEntry) []epoch.Entry {
+	out := make([]epoch.Entry, len(es))
+	for i, e := range es {
+		out[i] = epoch.Entry{Epoch: e.Epoch, StartOffset: e.StartOffset}
 	}
-	return deadlineReader{ss.conn, ss.s.cfg.HousekeepingInterval}.Read(p)
+	return out
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replicatorhq/replicator/transport/memtransport"
 )
 
 func startSlave(t *testing.T, st *memStore, tr *pipeTransport, cfg SlaveConfig) *SlaveNode {
@@ -357,9 +359,10 @@ func TestCoreSlaveConnectFailureRetries(t *testing.T) {
 func TestCoreSlaveConnectTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore(1 << 20)
-		tr := newPipeTransport()
-		ln := fakeMaster(t, tr) // listening, never accepting: Dial hangs
+		tr := &pipeTransport{Transport: memtransport.NewNetwork(memtransport.Config{Backlog: 1}).Transport("node")}
+		ln := fakeMaster(t, tr) // listening, never accepting, backlog full: Dial hangs
 		defer ln.Close()
+		defer dial(t, tr).Close()
 		log, lb := newTestLogger(t)
 		s := startSlave(t, st, tr, SlaveConfig{Logger: log})
 		defer s.Close()

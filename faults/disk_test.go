@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/replicatorhq/replicator/internal/proctest"
 )
@@ -122,9 +125,11 @@ func diskFullSlave(t *testing.T, seed uint64) {
 }
 
 // TestDiskFullMaster: the master's file system fills up. Puts that need a
-// new segment fail with 500 naming ENOSPC (never PUT_OK), the error is
-// logged and counted, nothing stored is damaged, and once there is room
-// again puts are PUT_OK without a restart; the slave ends byte-identical.
+// new segment fail with 507 and a JSON message naming ENOSPC (never
+// PUT_OK), /readyz answers 503 "disk full", the error is logged (rate-
+// limited, not once per put) and counted, nothing stored is damaged, and
+// once there is room again puts are PUT_OK without a restart and /readyz
+// is 200 again; the slave ends byte-identical.
 func TestDiskFullMaster(t *testing.T) {
 	t.Parallel()
 	for _, seed := range seeds(t) {
@@ -152,28 +157,43 @@ func diskFullMaster(t *testing.T, seed uint64) {
 	})
 	p.gate.shut()
 	var se *proctest.StatusError
-	if !errors.As(full, &se) || se.Code != 500 || !strings.Contains(se.Body, "no space left on device") {
-		t.Fatalf("a put on a full disk answered %v, want 500 naming ENOSPC", full)
+	if !errors.As(full, &se) || se.Code != 507 || !strings.Contains(se.Body, "no space left on device") || !strings.Contains(se.Body, "disk is full") {
+		t.Fatalf("a put on a full disk answered %v, want 507 naming ENOSPC", full)
 	}
 	// Every further put fails the same way, and is not stored.
 	before := status(t, m.API).MaxOffset
 	_, body := message(seed, 97, 0)
 	for range 3 {
 		a, err := putOne(t, m.API, "Full", body)
-		if !isStatus(err, 500) {
-			t.Fatalf("put on a full disk: %+v %v, want 500", a, err)
+		if !isStatus(err, 507) {
+			t.Fatalf("put on a full disk: %+v %v, want 507", a, err)
 		}
+	}
+	if code, body := readyz(t, m.API); code != 503 || !strings.Contains(body, "disk full") {
+		t.Fatalf("/readyz on a full disk: %d %s, want 503 disk full", code, body)
 	}
 	if after := status(t, m.API).MaxOffset; after != before {
 		t.Fatalf("failed puts moved the max offset from %d to %d", before, after)
 	}
 	mc := proctest.NewClient(m.API, 0)
 	defer mc.Close()
-	if v, ok, err := mc.Metric(context.Background(), `replicator_http_requests_total{code="500",route="put"}`); err != nil || !ok || v < 3 {
-		t.Fatalf("replicator_http_requests_total{code=500,route=put} = %v (found %v, %v)", v, ok, err)
+	if v, ok, err := mc.Metric(context.Background(), `replicator_http_requests_total{code="507",route="put"}`); err != nil || !ok || v < 3 {
+		t.Fatalf("replicator_http_requests_total{code=507,route=put} = %v (found %v, %v)", v, ok, err)
 	}
-	if !strings.Contains(m.ReadLog(), "no space left on device") {
+	if v, ok, err := mc.Metric(context.Background(), `replicator_http_disk_full`); err != nil || !ok || v != 1 {
+		t.Fatalf("replicator_http_disk_full = %v (found %v, %v), want 1", v, ok, err)
+	}
+	fullPuts, ok, err := mc.Metric(context.Background(), `replicator_http_disk_full_puts_total`)
+	if err != nil || !ok || fullPuts < 4 {
+		t.Fatalf("replicator_http_disk_full_puts_total = %v (found %v, %v)", fullPuts, ok, err)
+	}
+	log := lastRun(m.ReadLog())
+	if !strings.Contains(log, "no space left on device") {
 		t.Fatal("the master's log does not name ENOSPC")
+	}
+	// One ERROR line per 10 s, not one per failed put.
+	if n := strings.Count(log, "put failed"); n < 1 || float64(n) >= fullPuts || n > 3 {
+		t.Fatalf("%d put-failure lines for %v failed puts, want a rate-limited few:\n%s", n, fullPuts, log)
 	}
 	acks, _, errs := p.snapshot()
 	if _, err := verifyOnNode(context.Background(), seed, m.API, acks, false); err != nil {
@@ -183,6 +203,9 @@ func diskFullMaster(t *testing.T, seed uint64) {
 	growTmpfs(t, mnt, 64<<20)
 	if a, err := putOne(t, m.API, "Full", body); err != nil || a.Status != "PUT_OK" {
 		t.Fatalf("put after the disk has room again: %+v %v", a, err)
+	}
+	if code, body := readyz(t, m.API); code != 200 {
+		t.Fatalf("/readyz after a stored put: %d %s, want 200", code, body)
 	}
 	p.gate.open()
 	p.waitOKs(t, p.oks()+20)
@@ -201,5 +224,19 @@ func diskFullMaster(t *testing.T, seed uint64) {
 	}
 	m.Stop()
 	compareDirs(t, mdir, sdir, ms.MinOffset, ms.MaxOffset)
-	result(t, "failed_puts_500=%d answers=%v verified_on_slave=%d losses=0", errs+3, byState, n)
+	result(t, "failed_puts_507=%d answers=%v verified_on_slave=%d losses=0", errs+3, byState, n)
+}
+
+// readyz returns the code and body of GET /readyz.
+func readyz(t *testing.T, apiURL string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(apiURL + "/readyz")
+	if err != nil {
+		t.Fatalf("GET %s/readyz: %v", apiURL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	c.CloseIdleConnections()
+	return resp.StatusCode, string(b)
 }

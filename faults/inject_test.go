@@ -231,7 +231,7 @@ func TestInjectedFsyncFailure(t *testing.T) {
 
 // TestInjectedSegmentCreateFailure: segment creation fails with ENOSPC
 // (injected on the append path and in the preallocator). Puts that need
-// the new segment are refused with 500, never PUT_OK, and are not
+// the new segment are refused with 507 (disk full), never PUT_OK, and are not
 // stored; the log stays readable; once creation works again puts are
 // PUT_OK without a restart, and a reopened log holds every PUT_OK message.
 func TestInjectedSegmentCreateFailure(t *testing.T) {
@@ -263,7 +263,7 @@ func TestInjectedSegmentCreateFailure(t *testing.T) {
 						t.Fatalf("PUT_OK at %d-%d although no second segment can be created", a.Offset, a.NextOffset)
 					}
 					oks = append(oks, okPut{a.Offset, body})
-				case isStatus(err, 500) && strings.Contains(err.Error(), "no space left on device"):
+				case isStatus(err, 507) && strings.Contains(err.Error(), "no space left on device"):
 					failed++
 				default:
 					t.Fatalf("put %d: %+v %v", i, a, err)
@@ -297,7 +297,7 @@ func TestInjectedSegmentCreateFailure(t *testing.T) {
 			if len(got) != len(oks) {
 				t.Fatalf("the reopened log holds %d records, %d were PUT_OK and the rest refused", len(got), len(oks))
 			}
-			result(t, "put_ok=%d put_500=%d injected=%d reopened_records=%d losses=0", len(oks), failed, m.faults.Injected(), len(got))
+			result(t, "put_ok=%d put_507=%d injected=%d reopened_records=%d losses=0", len(oks), failed, m.faults.Injected(), len(got))
 		})
 	}
 }

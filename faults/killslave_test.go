@@ -16,6 +16,7 @@ import (
 
 	"github.com/replicatorhq/replicator/internal/proctest"
 	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 // TestKillSlave: the slave is killed with SIGKILL while it catches up
@@ -164,7 +165,7 @@ func tearTail(t *testing.T, rng *rand.Rand, mlog, slog string) (int, int64, stri
 	}
 	mode := rng.IntN(tearModes)
 	segStart := end - end%segSize
-	path := filepath.Join(slog, fmt.Sprintf("%020d", segStart))
+	path := filepath.Join(slog, store.SegmentName(segStart))
 	room := segStart + segSize - end
 	// Tear only inside a whole segment file: the store creates a segment
 	// at its full size in one step (a crash during creation leaves an

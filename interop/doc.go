@@ -15,4 +15,15 @@
 // message format v1, the 8-byte end-of-file filler [remaining int32]
 // [0xCBD43194] where a record plus 8 bytes does not fit a segment's rest.
 // Every test compares commit-log files byte for byte.
+//
+// RocketMQ 5's controller-mode ("AutoSwitch") protocol has its own
+// independent Java peers (java/AutoSwitchMaster.java,
+// java/AutoSwitchSlave.java), proven against each other
+// (TestAutoSwitchJavaPeers) and then against replicator both ways
+// (TestAutoSwitchInterop), truncation to the consistent point included:
+//
+//	slave -> master   [1][syncFromLastFile i16][asyncLearner i16][brokerId i64]   handshake
+//	                  [2][max offset i64]                                          acks
+//	master -> slave   [1][12N][max offset i64][last epoch i32] N x [epoch i32][start i64]
+//	                  [2][size i32][offset i64][epoch i32][epoch start i64][confirm i64][body]
 package interop

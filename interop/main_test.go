@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 func TestMain(m *testing.M) {
@@ -27,6 +29,9 @@ func TestMain(m *testing.M) {
 	httpClient.CloseIdleConnections()
 	if bin.dir != "" {
 		os.RemoveAll(bin.dir)
+	}
+	if java.dir != "" {
+		os.RemoveAll(java.dir)
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -92,8 +97,17 @@ func replicatorBin(t testing.TB) string {
 	return bin.path
 }
 
-// javaClasses compiles java/*.java into a fresh t.TempDir() and returns the
-// class directory; the test is skipped when javac is not on PATH.
+// java is the compiled Java peers, built on first use (javac costs 5–10 s
+// on a busy machine: once per test binary, not once per test) and removed by
+// TestMain.
+var java struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// javaClasses compiles java/*.java once and returns the class directory; it
+// skips the test when no JDK is installed.
 func javaClasses(t *testing.T) string {
 	t.Helper()
 	javac, err := exec.LookPath("javac")
@@ -103,18 +117,26 @@ func javaClasses(t *testing.T) string {
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Skip("java not on PATH: the Java HA peer cannot run (Debian: apt-get install -y default-jdk-headless)")
 	}
-	out := t.TempDir()
-	srcs, err := filepath.Glob(filepath.Join("java", "*.java"))
-	if err != nil || len(srcs) == 0 {
-		t.Fatalf("no Java sources in java/: %v", err)
+	java.once.Do(func() {
+		if java.dir, java.err = os.MkdirTemp("", "replicator-interop-java-"); java.err != nil {
+			return
+		}
+		srcs, err := filepath.Glob(filepath.Join("java", "*.java"))
+		if err != nil || len(srcs) == 0 {
+			java.err = fmt.Errorf("no Java sources in java/: %v", err)
+			return
+		}
+		// C1 only and the serial collector: javac starts faster on a busy machine.
+		args := []string{"-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-Xlint:all", "-Werror", "-d", java.dir}
+		cmd := exec.Command(javac, append(args, srcs...)...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			java.err = fmt.Errorf("javac: %w\n%s", err, b)
+		}
+	})
+	if java.err != nil {
+		t.Fatal(java.err)
 	}
-	// C1 only and the serial collector: javac starts faster on a busy machine.
-	args := []string{"-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-Xlint:all", "-Werror", "-d", out}
-	cmd := exec.Command(javac, append(args, srcs...)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, b)
-	}
-	return out
+	return java.dir
 }
 
 // proc is a child process (a Java peer, a replicator node, a RocketMQ
@@ -338,7 +360,7 @@ func freeAddrs(t testing.TB, n int) []string {
 // segmentRE matches a commit-log segment file name: its start offset in 20 digits.
 var segmentRE = regexp.MustCompile(`^[0-9]{20}$`)
 
-func segName(start int64) string { return fmt.Sprintf("%020d", start) }
+func segName(start int64) string { return store.SegmentName(start) }
 
 // sameLog compares the commit log in dir (its segment files) with the one in
 // ref over [from, to): the files in dir must be exactly the segments that

@@ -276,5 +276,8 @@ func (d *DirectReader) readError(err error, have, need int) error {
 		d.sticky = fmt.Errorf("%w (%d of %d bytes of a frame): %w", ErrTruncated, have, need, io.ErrUnexpectedEOF)
 		return d.sticky
 	}
+	if err == ErrWouldBlock {
+		return err // not a failure: the caller acts while idle, then reads again (no allocation)
+	}
 	return fmt.Errorf("transport: read frame: %w", err)
 }

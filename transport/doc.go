@@ -1,7 +1,10 @@
 // Package transport defines how a master and its slaves are connected
 // (the Transport interface: Listen and Dial of plain byte streams) and owns
-// the one wire format spoken on every transport: RocketMQ 4.x classic HA,
-// byte for byte. There is no handshake, magic number, version or checksum;
+// the wire formats spoken on every transport: RocketMQ 4.x classic HA and
+// RocketMQ 5's controller-mode ("AutoSwitch") HA, byte for byte (see the
+// AutoSwitch section below; the two are not compatible in either direction
+// and a connection speaks one of them, chosen by configuration). The classic
+// protocol has no handshake, magic number, version or checksum;
 // compatibility with real RocketMQ peers is a product feature, so nothing is
 // added to these bytes. TLS, when configured, wraps the same bytes
 // (plugins/transport-tcp).
@@ -79,6 +82,88 @@
 // beginning of its LAST commit-log segment, so older history is not copied;
 // a larger value starts exactly there. A request outside the master's range
 // gets heartbeats only. These choices belong to core; the bytes are the same.
+//
+// # AutoSwitch (controller-mode) protocol
+//
+// RocketMQ 5's AutoSwitchHAService protocol. Every frame, both ways, starts
+// with the sender's HAConnectionState ordinal (HAState: READY 0, HANDSHAKE
+// 1, TRANSFER 2, SUSPEND 3, SHUTDOWN 4); only HANDSHAKE and TRANSFER frames
+// exist on the wire. All fields are big-endian.
+//
+// Slave -> master handshake, 16 bytes (AppendSlaveHandshake), sent first on
+// every connection; a flag is true when its i16 is 1:
+//
+//	 0         4                 6               8                        16
+//	+---------+-----------------+---------------+------------------------+
+//	| state 1 | syncFromLastFile| asyncLearner  | slave broker id  int64 |
+//	|   i32   |  i16 (0 or 1)   | i16 (0 or 1)  |                        |
+//	+---------+-----------------+---------------+------------------------+
+//
+// Slave -> master ack, 12 bytes (AppendAck): the slave's max offset, sent
+// after each frame that grew its log and every 5 s:
+//
+//	 0         4                      12
+//	+---------+----------------------+
+//	| state 2 | slave max offset i64 |
+//	+---------+----------------------+
+//
+// Master -> slave handshake, a 20-byte header and N 12-byte epoch entries
+// (AppendMasterHandshake), the reply to each slave handshake; bodySize is
+// 12N and N is at most MaxHandshakeEpochs (1000: RocketMQ's master encodes
+// the list into a 12 000-byte buffer and would fail beyond it):
+//
+//	 0         4            8                     16          20
+//	+---------+------------+---------------------+-----------+----------------
+//	| state 1 | bodySize   | master max offset   | lastEpoch | N x entry
+//	|   i32   | i32 = 12N  |        i64          |    i32    |
+//	+---------+------------+---------------------+-----------+----------------
+//
+//	entry:  0           4                    12
+//	       +-----------+--------------------+
+//	       | epoch i32 | start offset i64   |   ascending epochs
+//	       +-----------+--------------------+
+//
+// Master -> slave transfer frame, a 36-byte header and bodySize commit-log
+// bytes starting at offset (PutTransferHeader). A body never crosses the end
+// of its epoch or of a commit-log segment; bodySize 0 is a heartbeat (after
+// 5 s without a frame) whose offset is the master's next transfer offset:
+//
+//	 0         4          8               16        20                  28               36
+//	+---------+----------+---------------+---------+-------------------+----------------+------
+//	| state 2 | bodySize | offset   i64  | epoch   | epochStartOffset  | confirmOffset  | body
+//	|   i32   |   i32    |               |  i32    |       i64         |      i64       |
+//	+---------+----------+---------------+---------+-------------------+----------------+------
+//
+// SlaveFrameReader (master side) reads the 4-byte state, then the rest of a
+// 16-byte handshake or a 12-byte ack; any other state is ErrBadState as soon
+// as its 4 bytes arrive (a classic slave's first 8-byte report reads as
+// state 0 for any offset below 4 GiB, and is refused). Unlike the classic
+// ReportReader, every ack is returned: RocketMQ's AutoSwitch master
+// processes each one. (RocketMQ's master starts decoding a handshake once 12
+// of its 16 bytes are buffered; this reader waits for all 16.) A negative
+// ack is ErrNegativeOffset.
+//
+// MasterFrameReader and AutoSwitchDirectReader (slave side) validate each
+// header as soon as it is buffered, before its body is awaited and before
+// anything is allocated: a state other than HANDSHAKE or TRANSFER
+// (ErrBadState); a handshake bodySize that is negative (ErrNegativeSize),
+// not a multiple of 12 (ErrBadHandshake) or above 1000 entries
+// (ErrTooManyEpochs); a transfer bodySize that is negative or above the
+// reader's maxBody, at most MaxTransferBodyLimit = 4 MiB - 36 as the Java
+// slave's 4 MiB buffer (ErrFrameTooLarge); any negative offset, max offset,
+// epoch start offset or confirm offset (ErrNegativeOffset; a RocketMQ master
+// whose confirm offset was never computed could send -1: the connection is
+// then refused and retried). The epoch list of a handshake is decoded into
+// a slice reused across handshakes. These protocol errors are sticky
+// *FrameError values naming the field and the frame's stream position. The
+// readers do not judge the protocol's semantics (a state that does not match
+// the slave's own state, an offset that is not the slave's max offset,
+// epochs out of order): that is core's.
+//
+// AutoSwitchDirectReader is DirectReader for this protocol: a transfer body
+// of 4 KiB or more is read straight into the caller's memory together with
+// up to 36 bytes of the next frame in one vectored read; handshakes are
+// staged and returned whole.
 //
 // # Errors
 //

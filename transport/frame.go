@@ -255,6 +255,9 @@ func (fr *FrameReader) readError(err error, avail, need int) error {
 		fr.sticky = fmt.Errorf("%w (%d of %d bytes of a frame): %w", ErrTruncated, avail, need, io.ErrUnexpectedEOF)
 		return fr.sticky
 	}
+	if err == ErrWouldBlock {
+		return err // not a failure: the caller acts while idle, then reads again (no allocation)
+	}
 	return fmt.Errorf("transport: read frame: %w", err)
 }
 

@@ -23,6 +23,7 @@ type benchOpts struct {
 	Duration    time.Duration
 	Via         []string
 	Store       []string
+	Peers       []string // redis
 	Runs        int
 	SegmentSize int64
 	Dir         string
@@ -32,6 +33,7 @@ type benchOpts struct {
 	Profile     string
 	JSON        bool
 	Keep        bool
+	HAProtocol  string // autoswitch: every api/client point with both protocols
 }
 
 func oneOf(choices ...string) func(string) error {
@@ -74,7 +76,9 @@ Scenarios (default: all three):
            returned -> held by the slave) p50/p99
 
 --via api runs the master and the slave as child processes of this binary
-and puts through the master's HTTP API; --via library runs them in this
+and puts through the master's HTTP API, one request per message; --via
+client runs the same children and puts through the producer stream (package
+client: one producer, its sends batched; sync and async only); --via library runs them in this
 process through the library API (core), over loopback TCP. --store external
 uses the commit-log store as a plugin binary (DIR/replicator-store-commitlog,
 from --plugins DIR, else ./plugins beside this binary; 'make plugins' builds
@@ -104,8 +108,9 @@ machine_busy_pct, cpus, time; null where a key does not apply.`,
 			{Name: "msg-size", Meta: "SIZE", Help: "sync and async: message body size", Default: "1KiB", Value: config.Size(&b.MsgSize, 1, 4<<20)},
 			{Name: "max-lag", Meta: "SIZE", Help: "async: the master's --max-lag back-pressure (0: none, as RocketMQ)", Default: "0", Value: config.Size(&b.MaxLag, 0, 1<<40)},
 			{Name: "duration", Meta: "DURATION", Help: "sync and async: measuring time per producer count (after a warm-up of a fifth of it, at most 1s)", Default: "5s", Value: config.Duration(&b.Duration, 10*time.Millisecond, time.Hour)},
-			{Name: "via", Meta: "api,library", Help: "through the daemon's HTTP API (child processes) and/or the library in this process", Default: "api,library", Value: config.CSV(&b.Via, oneOf(bench.ViaAPI, bench.ViaLibrary))},
+			{Name: "via", Meta: "api,client,library", Help: "through the daemon's HTTP API or its producer stream (package client; child processes) and/or the library in this process", Default: "api,client,library", Value: config.CSV(&b.Via, oneOf(bench.ViaAPI, bench.ViaClient, bench.ViaLibrary))},
 			{Name: "store", Meta: "builtin,external", Help: "the builtin commit-log store and/or the same store as an external plugin", Default: "builtin", Value: config.CSV(&b.Store, oneOf(bench.StoreBuiltin, bench.StoreExternal))},
+			{Name: "peers", Meta: "redis", Help: "also measure peers next to the sync scenario, same producer counts and run: redis (a redis-server master and replica from PATH: SET+WAIT 1 per round trip, and 16 SETs + WAIT per round trip)", Value: config.CSV(&b.Peers, oneOf(bench.PeerRedis))},
 			{Name: "runs", Meta: "N", Help: "repetitions of each point; results are medians", Default: "1", Value: config.Int(&b.Runs, 1, 100)},
 			{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size (default: catchup one segment holding the log, sync/async 1GiB)", Value: config.SizeMultiple(&b.SegmentSize, 64<<10, 64<<30, 4096)},
 			{Name: "dir", Meta: "DIR", Help: "where the scratch directory goes (the disk limits are measured there; default the temp dir)", Value: config.Dir(&b.Dir, true)},
@@ -115,6 +120,7 @@ machine_busy_pct, cpus, time; null where a key does not apply.`,
 			{Name: "profile", Meta: "DIR", Help: "write a CPU and an allocation profile of this process per measured point into DIR, and CPU profiles of the daemons (--pprof) for sync and async points via the API", Value: config.Dir(&b.Profile, true)},
 			{Name: "json", Help: "print one JSON object per line per scenario point instead of the table", Value: config.Bool(&b.JSON)},
 			{Name: "keep", Help: "keep the scratch directory (data and node logs)", Value: config.Bool(&b.Keep)},
+			{Name: "ha-protocol", Meta: "PROTOCOL", Help: "classic, or autoswitch: every api and client point runs with the classic and then the autoswitch HA protocol, and the progress says autoswitch's share of classic's rate", Default: "classic", Value: config.Enum(&b.HAProtocol, "classic", "autoswitch")},
 		},
 	}
 }
@@ -126,6 +132,7 @@ func runBench(ctx context.Context, e *env) int {
 		Scenarios:   e.args,
 		Via:         o.Via,
 		Stores:      o.Store,
+		Peers:       o.Peers,
 		Size:        o.Size,
 		MsgSize:     int(o.MsgSize),
 		MaxLag:      o.MaxLag,
@@ -137,11 +144,15 @@ func runBench(ctx context.Context, e *env) int {
 		QuietMax:    o.QuietWait,
 		Limits:      bench.LimitsConfig{TCPBytes: o.LimitSize, DiskBytes: o.LimitSize / 2, RTTDuration: o.LimitTime, FsyncDuration: o.LimitTime},
 		ProfileDir:  o.Profile,
+		Protocols:   []string{bench.ProtocolClassic},
 		PluginsDir:  e.opts.global.Plugins,
 		Progress:    e.stderr,
 	}
 	if o.QuietWait == 0 {
 		cfg.QuietMax = -1
+	}
+	if o.HAProtocol == bench.ProtocolAutoSwitch {
+		cfg.Protocols = append(cfg.Protocols, bench.ProtocolAutoSwitch)
 	}
 	for _, s := range o.Producers {
 		n, _ := strconv.Atoi(s) // checked by checkProducers

@@ -118,7 +118,7 @@ func TestE2EBenchExternal(t *testing.T) {
 			}
 		}
 	}
-	want := "catchup/api/external/<nil> catchup/library/external/<nil> sync/api/external/2 sync/library/external/2"
+	want := "catchup/api/external/<nil> catchup/library/external/<nil> sync/api/external/2 sync/client/external/2 sync/library/external/2"
 	if got := strings.Join(points, " "); got != want {
 		t.Errorf("points %s, want %s", got, want)
 	}

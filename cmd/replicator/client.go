@@ -136,77 +136,16 @@ func (c *client) messages(ctx context.Context, offset int64, max int, wait time.
 	return m, err
 }
 
-// propertyHeader encodes properties for api.PropertyHeader.
-func propertyHeader(props []string) http.Header {
-	h := http.Header{}
-	for _, p := range props {
-		k, v, _ := strings.Cut(p, "=")
-		h.Add(api.PropertyHeader, url.QueryEscape(k)+"="+url.QueryEscape(v))
-	}
-	return h
-}
-
-func runPut(ctx context.Context, e *env) int {
-	o := &e.opts.put
-	c, err := e.newSecureClient(o.sec, o.API, o.Timeout)
-	if err != nil {
-		return e.fail("put: %v", err)
-	}
-	q := url.Values{"queue": {strconv.Itoa(o.Queue)}}
-	if o.Tag != "" {
-		q.Set("tags", o.Tag)
-	}
-	if o.Key != "" {
-		q.Set("keys", o.Key)
-	}
-	h := propertyHeader(o.Properties)
-	allOK := true
-	send := func(body []byte) error {
-		ans, err := c.put(ctx, o.Topic, q, h, body)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s offset=%d next_offset=%d queue_offset=%d\n", ans.Status, ans.Offset, ans.NextOffset, ans.QueueOffset)
-		if ans.Status != "PUT_OK" {
-			allOK = false
-		}
-		return nil
-	}
-	if len(e.args) > 0 {
-		for _, a := range e.args {
-			if err := send([]byte(a)); err != nil {
-				return e.fail("put: %v", err)
-			}
-		}
-	} else {
-		sc := bufio.NewScanner(e.stdin)
-		sc.Buffer(make([]byte, 64<<10), 256<<20)
-		n := 0
-		for sc.Scan() {
-			line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
-			if len(line) == 0 {
-				continue
-			}
-			n++
-			if err := send(append([]byte(nil), line...)); err != nil {
-				return e.fail("put: line %d: %v", n, err)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return e.fail("put: reading standard input: %v", err)
-		}
-	}
-	if !allOK {
-		return exitNotPutOK
-	}
-	return exitOK
-}
-
 func runStatus(ctx context.Context, e *env) int {
 	o := &e.opts.status
 	c, err := e.newSecureClient(o.sec, o.API, o.Timeout)
 	if err != nil {
-		return e.fail("status: %v", err)
+		return e.failErr("status", usage(err))
+	}
+	if o.wait.any() {
+		if err := e.waitStatus(ctx, c, o.wait, o.sec, o.Timeout); err != nil {
+			return e.failErr("status", err)
+		}
 	}
 	if o.JSON {
 		var raw json.RawMessage
@@ -258,6 +197,7 @@ func printStatus(w io.Writer, apiURL string, st api.Status) {
 		}
 	}
 	tw.Flush()
+	printAutoSwitchStatus(w, st) // role.go
 	if st.Master == nil {
 		if len(st.Slaves) == 0 {
 			fmt.Fprintf(w, "slaves: none connected\n")
@@ -265,23 +205,40 @@ func printStatus(w io.Writer, apiURL string, st api.Status) {
 		}
 		fmt.Fprintf(w, "slaves:\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  ADDR\tACK OFFSET\tLAG\tLAST ACK\n")
+		fmt.Fprintf(tw, "  ADDR\tSTATE\tACK OFFSET\tLAG\tLAST ACK\n")
 		for _, s := range st.Slaves {
 			last := "never"
 			if s.LastAckMsAgo >= 0 {
 				last = (time.Duration(s.LastAckMsAgo) * time.Millisecond).String() + " ago"
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", s.Addr, s.AckOffset, humanBytes(s.LagBytes), last)
+			state, lag := slaveState(s)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", s.Addr, state, s.AckOffset, lag, last)
 		}
 		tw.Flush()
 	}
+}
+
+// slaveState is the STATE and LAG columns of a slave: an out-of-range
+// slave (its request offset is outside the master's log: the master only
+// sends heartbeats) has no meaningful lag, and says so instead of a
+// negative number.
+func slaveState(s api.SlaveStatus) (state, lag string) {
+	switch {
+	case s.OutOfRange:
+		return fmt.Sprintf("out of range (asked for %d)", s.RequestOffset), "-"
+	case s.LagBytes < 0:
+		return "ahead of the master", "-"
+	case s.LastAckMsAgo < 0:
+		return "connecting", humanBytes(s.LagBytes)
+	}
+	return "replicating", humanBytes(s.LagBytes)
 }
 
 func runTail(ctx context.Context, e *env) int {
 	o := &e.opts.tail
 	c, err := e.newSecureClient(o.sec, o.API, o.Timeout+10*time.Second)
 	if err != nil {
-		return e.fail("tail: %v", err)
+		return e.failErr("tail", usage(err))
 	}
 	offset := o.From
 	if offset < 0 {

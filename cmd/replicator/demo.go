@@ -25,6 +25,8 @@ import (
 	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/node"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
+
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 // Demo timings.
@@ -488,7 +490,7 @@ func compareCommitLogs(a, b string, min, max, segSize int64) (verifyResult, erro
 		if start+segSize <= min || start >= max {
 			continue
 		}
-		name := fmt.Sprintf("%020d", start)
+		name := store.SegmentName(start)
 		if !slices.Contains(segsB, start) {
 			return res, fmt.Errorf("segment %s is missing in %s", name, b)
 		}
@@ -548,18 +550,19 @@ func minInt(a, b int64) int64 {
 
 func (d *demo) summary() {
 	w := d.e.stdout
-	fmt.Fprintf(w, "\nWhere to look next (master, then slave):\n")
-	fmt.Fprintf(w, "  status    %s/v1/status  %s/v1/status  (or: replicator status --api URL)\n", d.mAPI, d.sAPI)
-	fmt.Fprintf(w, "  metrics   %s/metrics  %s/metrics\n", d.mAPI, d.sAPI)
-	fmt.Fprintf(w, "  messages  replicator tail --api %s\n", d.sAPI)
-	fmt.Fprintf(w, "  data      %s  %s\n", filepath.Join(d.dir, "master"), filepath.Join(d.dir, "slave"))
-	fmt.Fprintf(w, "  logs      %s  %s\n", d.master.log, d.slave.log)
-	if d.o.Keep {
-		fmt.Fprintf(w, "\nThe nodes are stopped and their data is kept. Start them again with:\n  %s %s\n  %s %s\n",
-			d.exe, strings.Join(d.mArgs, " "), d.exe, strings.Join(d.sArgs, " "))
+	if !d.o.Keep {
+		// The nodes stop right after this: no URL of theirs would answer.
+		fmt.Fprintf(w, "\nThe demo stops both nodes and removes %s now. Run 'replicator demo --keep' to keep\nthe data and the logs and get the commands that start the nodes again, with where to look then.\n", d.dir)
 		return
 	}
-	fmt.Fprintf(w, "\nThe demo stops both nodes and removes %s now; run 'replicator demo --keep' to keep\nthe data and get the commands that start the nodes again.\n", d.dir)
+	fmt.Fprintf(w, "\nThe nodes are stopped; their data and logs are kept (master, then slave):\n")
+	fmt.Fprintf(w, "  data      %s  %s\n", filepath.Join(d.dir, "master"), filepath.Join(d.dir, "slave"))
+	fmt.Fprintf(w, "  logs      %s  %s\n", d.master.log, d.slave.log)
+	fmt.Fprintf(w, "Start them again with:\n  %s %s &\n  %s %s &\n", d.exe, strings.Join(d.mArgs, " "), d.exe, strings.Join(d.sArgs, " "))
+	fmt.Fprintf(w, "then look at (master, then slave):\n")
+	fmt.Fprintf(w, "  status    %s/v1/status  %s/v1/status  (or: replicator status --api URL --wait-ready)\n", d.mAPI, d.sAPI)
+	fmt.Fprintf(w, "  metrics   %s/metrics  %s/metrics\n", d.mAPI, d.sAPI)
+	fmt.Fprintf(w, "  messages  replicator tail --api %s\n", d.sAPI)
 }
 
 // cleanup stops the children and removes the directory (unless --keep).

@@ -412,7 +412,7 @@ func TestE2EBadFlags(t *testing.T) {
 	}
 	// --max-message-size larger than half a segment, set explicitly.
 	code, _, stderr := runCLI(t, "", "master", "--data", filepath.Join(dir, "x"), "--segment-size", "64KiB", "--max-message-size", "1MiB")
-	if code != exitError || !strings.Contains(stderr, "--max-message-size") {
+	if code != exitUsage || !strings.Contains(stderr, "--max-message-size") {
 		t.Errorf("max-message-size over segment: exit %d, %s", code, stderr)
 	}
 }

@@ -48,6 +48,9 @@ type nodeOpts struct {
 	Store            string
 	Transport        string
 	sec              nodeSecurity
+	limits           nodeLimits     // limits.go
+	as               autoSwitchOpts // role.go
+	rem              remotingOpts   // remoting.go
 }
 
 // nodeSecurity are the TLS, token and HA access options of master and
@@ -117,6 +120,8 @@ type putOpts struct {
 	Queue      int
 	Properties []string
 	Timeout    time.Duration
+	NoFollow   bool // put_client.go
+	InFlight   int  // put_client.go
 }
 
 type statusOpts struct {
@@ -124,6 +129,7 @@ type statusOpts struct {
 	API     string
 	JSON    bool
 	Timeout time.Duration
+	wait    statusWait // wait.go
 }
 
 type tailOpts struct {
@@ -154,7 +160,9 @@ type options struct {
 	status statusOpts
 	tail   tailOpts
 	demo   demoOpts
-	bench  benchOpts // bench.go
+	bench  benchOpts      // bench.go
+	role   roleOpts       // role.go: promote and demote
+	ctl    controllerOpts // controller.go
 }
 
 func checkProperty(s string) error {
@@ -208,7 +216,7 @@ in-flight puts, flushes and closes the commit log, and exits 0.`,
 			{Name: "sync-acks", Meta: "N", Help: "sync replication: slaves that must hold a message", Default: "1", Value: config.Int(&m.SyncAcks, 1, 64)},
 			{Name: "max-lag", Meta: "SIZE", Help: "async replication: a put waits (at most --slave-timeout) while the slave is more than SIZE behind it (0: never, as RocketMQ)", Default: "0", Value: config.Size(&m.MaxLag, 0, 1<<40)},
 			{Name: "flush", Meta: "MODE", Help: "disk flush: async (ASYNC_FLUSH) or sync (SYNC_FLUSH)", Default: "async", Value: config.Enum(&m.Flush, "async", "sync")},
-			{Name: "max-message-size", Meta: "SIZE", Help: "largest message body accepted", Default: "4MiB", Value: config.Size(&m.MaxMessageSize, 1, 256<<20)},
+			{Name: "max-message-size", Meta: "SIZE", Help: "largest message body accepted (a put with a larger body answers 413); the stored record may add up to 33 KiB of topic, properties and header", Default: "4MiB", Value: config.Size(&m.MaxMessageSize, 1, 256<<20)},
 			{Name: "ha-tls-cert", Meta: "FILE", Help: "serve the HA port over TLS with this PEM certificate (needs --ha-tls-key)", Value: config.File(&m.sec.HATLSCert, true)},
 			{Name: "ha-tls-key", Meta: "FILE", Help: "PEM private key of --ha-tls-cert", Value: config.File(&m.sec.HATLSKey, true)},
 			{Name: "ha-tls-client-ca", Meta: "FILE", Help: "require slave certificates signed by a CA in this PEM file (needs --ha-tls-cert)", Value: config.File(&m.sec.HATLSClientCA, true)},
@@ -216,7 +224,7 @@ in-flight puts, flushes and closes the commit log, and exits 0.`,
 			{Name: "ha-allow-cn", Meta: "LIST", Help: "comma-separated client-certificate common names or DNS names allowed on the HA port (needs --ha-tls-client-ca)", Value: config.CSV(&m.sec.HAAllowCN, nil)},
 			{Name: "ha-max-conns", Meta: "N", Help: "HA connections open at once; more are closed at accept (0: no limit)", Default: defaultHAMaxConns, Value: config.Int(&m.sec.HAMaxConns, 0, 1<<20)},
 			{Name: "ha-max-conns-per-ip", Meta: "N", Help: "HA connections open at once from one IP address (0: no limit)", Default: defaultHAMaxConnsPerIP, Value: config.Int(&m.sec.HAMaxConnsPerIP, 0, 1<<20)},
-		}, append(apiSecurityOpts(&m.sec), storeOpts(m)...)...),
+		}, append(append(append(apiSecurityOpts(&m.sec), storeOpts(m)...), autoSwitchMasterOpts(m)...), append(limitOpts(&m.limits, true), remotingMasterOpts(m)...)...)...),
 	}
 	s := &o.slave
 	slave := &config.Command{
@@ -244,7 +252,7 @@ resumes from its own max offset.`,
 			{Name: "master-api-cert", Meta: "FILE", Help: "client certificate (PEM) for a master API that requires one (needs --master-api-key)", Value: config.File(&s.sec.MasterAPICert, true)},
 			{Name: "master-api-key", Meta: "FILE", Help: "PEM private key of --master-api-cert", Value: config.File(&s.sec.MasterAPIKey, true)},
 			{Name: "master-api-token-file", Meta: "FILE", Help: "bearer token for the master's API (default: this slave's own API token)", Value: config.File(&s.sec.MasterAPITokenFile, true)},
-		}, append(apiSecurityOpts(&s.sec), storeOpts(s)...)...),
+		}, append(append(append(apiSecurityOpts(&s.sec), storeOpts(s)...), autoSwitchSlaveOpts(s)...), append(limitOpts(&s.limits, false), remotingSlaveOpts(s)...)...)...),
 	}
 	p := &o.put
 	put := &config.Command{
@@ -253,12 +261,16 @@ resumes from its own max offset.`,
 		Args:     "[MESSAGE...]",
 		MaxArgs:  -1,
 		Help: `Send each MESSAGE argument, or each line of standard input when there is
-none, as one message to the master at --api. Prints one line per message:
-its status, offset, next offset and queue offset.
+none, as one message to the master at --api, through the node's producer
+stream (--in-flight at a time, in batches). Prints one line per message, in
+order: its status, offset, next offset and queue offset. When --api is a
+slave, the messages go to the master it names (--master-api), unless
+--no-follow. A message that fails is reported on standard error, saying
+whether it is "not stored" or "may be stored".
 
 Exit status: 0 when every message is stored with PUT_OK, 3 when every message
-is stored but some with another status (FLUSH_SLAVE_TIMEOUT, ...), 1 on an
-error (the message is then not stored), 2 on bad usage.`,
+is stored but some with another status (FLUSH_SLAVE_TIMEOUT, ...), 1 when a
+message failed, 2 on bad usage.`,
 		Options: append([]*config.Option{
 			{Name: "api", Meta: "URL", Help: "the master's HTTP API", Default: defaultAPIURL, Value: config.URL(&p.API, false)},
 			{Name: "topic", Meta: "TOPIC", Help: "topic ([%|a-zA-Z0-9_-], at most 127 bytes)", Default: "TopicTest", Value: config.String(&p.Topic, true)},
@@ -266,18 +278,25 @@ error (the message is then not stored), 2 on bad usage.`,
 			{Name: "tag", Meta: "TAG", Help: "message tag (RocketMQ TAGS)", Value: config.String(&p.Tag, false)},
 			{Name: "queue", Meta: "N", Help: "queue id", Default: "0", Value: config.Int(&p.Queue, 0, 1023)},
 			{Name: "property", Meta: "NAME=VALUE", Help: "a message property; repeat for several", Value: config.List(&p.Properties, checkProperty)},
-			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout", Default: "30s", Value: config.Duration(&p.Timeout, time.Millisecond, time.Hour)},
+			{Name: "timeout", Meta: "DURATION", Help: "connecting, and retrying a message that is not stored (no node reachable, a slave), at most this long", Default: "30s", Value: config.Duration(&p.Timeout, time.Millisecond, time.Hour)},
+			{Name: "no-follow", Help: "fail when --api is a slave instead of sending to its master", Value: config.Bool(&p.NoFollow)},
+			{Name: "in-flight", Meta: "N", Help: "messages sent before the first result is in (1 keeps the order of the messages in the log; more is faster, in any order)", Default: "1", Value: config.Int(&p.InFlight, 1, 65536)},
 		}, clientSecurityOpts(&p.sec)...),
 	}
 	st := &o.status
 	status := &config.Command{
 		Name:     "status",
 		Synopsis: "show a node's role, offsets and replication state",
+		Help: `Print a node's role, offsets and replication state (a table, or the raw JSON
+with --json). The --wait-* options first wait, at most --timeout, for the node
+to be ready, to follow its master, or to reach an offset, so that a script
+can start nodes in the background and go on without sleeping; when the wait
+gives up, status says what it last saw and exits 1.`,
 		Options: append([]*config.Option{
 			{Name: "api", Meta: "URL", Help: "the node's HTTP API", Default: defaultAPIURL, Value: config.URL(&st.API, false)},
 			{Name: "json", Help: "print the raw JSON status", Value: config.Bool(&st.JSON)},
-			{Name: "timeout", Meta: "DURATION", Help: "request timeout", Default: "10s", Value: config.Duration(&st.Timeout, time.Millisecond, time.Hour)},
-		}, clientSecurityOpts(&st.sec)...),
+			{Name: "timeout", Meta: "DURATION", Help: "request timeout; with --wait-*, the longest wait", Default: "10s", Value: config.Duration(&st.Timeout, time.Millisecond, time.Hour)},
+		}, append(statusWaitOpts(&st.wait), clientSecurityOpts(&st.sec)...)...),
 	}
 	t := &o.tail
 	tail := &config.Command{
@@ -290,10 +309,10 @@ message) and stops at the end of the log, or with --follow waits for new
 messages until interrupted.`,
 		Options: append([]*config.Option{
 			{Name: "api", Meta: "URL", Help: "the node's HTTP API", Default: defaultAPIURL, Value: config.URL(&t.API, false)},
-			{Name: "from", Meta: "OFFSET", Help: "physical offset to start at (default: the min offset)", Default: "-1", Value: config.Int64(&t.From, -1, math.MaxInt64)},
+			{Name: "from", Meta: "OFFSET", Help: "physical offset to start at; -1 means the min offset", Default: "-1", Value: config.Int64(&t.From, -1, math.MaxInt64)},
 			{Name: "follow", Help: "keep waiting for new messages", Value: config.Bool(&t.Follow)},
 			{Name: "json", Help: "print each message as a JSON object (body in base64)", Value: config.Bool(&t.JSON)},
-			{Name: "max", Meta: "N", Help: "messages per request", Default: "256", Value: config.Int(&t.Max, 1, 1024)},
+			{Name: "max", Meta: "N", Help: "messages per request (a page size, not a total: tail prints every message up to the end of the log)", Default: "256", Value: config.Int(&t.Max, 1, 1024)},
 			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout (long polls add 10s)", Default: "30s", Value: config.Duration(&t.Timeout, time.Millisecond, time.Hour)},
 		}, clientSecurityOpts(&t.sec)...),
 	}
@@ -321,7 +340,7 @@ stops both nodes and cleans up.`,
 		Name:         "replicator",
 		Synopsis:     "RocketMQ-style master/slave commit-log replication, as a daemon and a CLI",
 		Global:       global,
-		Commands:     []*config.Command{master, slave, put, status, tail, demo, benchCommand(&o.bench), version, pluginsCommand()},
+		Commands:     []*config.Command{master, slave, put, status, tail, demo, benchCommand(&o.bench), version, pluginsCommand(), promoteCommand(&o.role), demoteCommand(&o.role), controllerCommand(&o.ctl)},
 		ConfigOption: "config",
 		Env:          []string{apiTokenEnv},
 	}

@@ -89,7 +89,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case "master", "slave":
 		code = runNode(ctx, e, res.Command.Name)
 	case "put":
-		code = runPut(ctx, e)
+		code = runPutClient(ctx, e) // put_client.go
 	case "status":
 		code = runStatus(ctx, e)
 	case "tail":
@@ -100,6 +100,10 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		code = runDemo(ctx, e)
 	case "bench":
 		code = runBench(ctx, e)
+	case "promote", "demote":
+		code = runRole(ctx, e, res.Command.Name)
+	case "controller":
+		code = runController(ctx, e)
 	case "version":
 		fmt.Fprintf(stdout, "replicator %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		reg := builtinRegistry()
@@ -128,6 +132,32 @@ func versionString() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// usageError is an invalid option value or combination found after parsing
+// (a token file too short, TLS files that do not load, options that
+// conflict): like a parse error, it exits with exitUsage.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// usage marks err (when not nil) as a usageError.
+func usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
+
+// failErr prints err for a command and returns exitUsage for a usageError,
+// else exitError.
+func (e *env) failErr(prefix string, err error) int {
+	fmt.Fprintf(e.stderr, "replicator: %s: %v\n", prefix, err)
+	if errors.As(err, new(usageError)) {
+		return exitUsage
+	}
+	return exitError
 }
 
 // fail prints an error for a command and returns exitError.

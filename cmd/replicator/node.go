@@ -33,7 +33,7 @@ func runNode(ctx context.Context, e *env, role string) int {
 	}
 	cfg, err := nodeConfig(e, role, o)
 	if err != nil {
-		return e.fail("%s: %v", role, err)
+		return e.failErr(role, err)
 	}
 	ctx, stopPlugins := e.plugins.watch(ctx) // plugins.go: a plugin crash cancels ctx
 	n, err := node.New(cfg)
@@ -86,8 +86,8 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 		cfg.MaxMessageSize = o.MaxMessageSize
 		if o.MaxMessageSize > o.SegmentSize/2 {
 			if _, set := e.sources["max-message-size"]; set && e.sources["max-message-size"] != config.SourceDefault {
-				return cfg, fmt.Errorf("--max-message-size %s must be at most half of --segment-size %s",
-					config.FormatSize(o.MaxMessageSize), config.FormatSize(o.SegmentSize))
+				return cfg, usage(fmt.Errorf("--max-message-size %s must be at most half of --segment-size %s",
+					config.FormatSize(o.MaxMessageSize), config.FormatSize(o.SegmentSize)))
 			}
 			// The default does not fit a small segment: take what fits.
 			cfg.MaxMessageSize = o.SegmentSize / 2
@@ -105,9 +105,13 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 			}
 		}
 	}
-	if err := e.nodeSecurity(role, &o.sec, &cfg); err != nil {
-		return cfg, err
+	if err := e.autoSwitchConfig(role, o, &cfg); err != nil {
+		return cfg, usage(err)
 	}
+	if err := e.nodeSecurity(role, &o.sec, &cfg); err != nil {
+		return cfg, usage(err)
+	}
+	applyLimits(&o.limits, &cfg)
 	for _, f := range extensionFactories {
 		ext, err := f(role, o)
 		if err != nil {
@@ -153,6 +157,11 @@ func (e *env) nodeSecurity(role string, sec *nodeSecurity, cfg *node.Config) err
 		}
 		cfg.HAAllowClientNames = sec.HAAllowCN
 		cfg.HAMaxConns, cfg.HAMaxConnsPerIP = sec.HAMaxConns, sec.HAMaxConnsPerIP
+		if cfg.APIToken != "" {
+			// A demoted master's metadata syncer calls the new master's API
+			// with this node's own token, as a slave does by default.
+			cfg.MasterAPIClient = node.APIClient(nil, cfg.APIToken, metadataTimeout)
+		}
 		return nil
 	}
 	switch {

@@ -39,24 +39,26 @@ func TestSecurityFlags(t *testing.T) {
 		t.Fatalf("master security options %+v", sec)
 	}
 
+	// Unusable values found after parsing (TLS files, tokens, conflicting
+	// options) exit 2 like parse errors: invalid values are bad usage.
 	for _, tc := range []struct {
 		args []string
 		env  []string
 		code int
 		want string
 	}{
-		{[]string{"master", "--tls-client-ca", caFile}, nil, exitError, "--tls-client-ca needs --tls-cert"},
-		{[]string{"master", "--tls-cert", cert}, nil, exitError, "both the certificate and the key"},
-		{[]string{"master", "--ha-tls-client-ca", caFile}, nil, exitError, "--ha-tls-client-ca needs --ha-tls-cert"},
-		{[]string{"master", "--ha-allow-cn", "x"}, nil, exitError, "--ha-allow-cn needs --ha-tls-client-ca"},
+		{[]string{"master", "--tls-client-ca", caFile}, nil, exitUsage, "--tls-client-ca needs --tls-cert"},
+		{[]string{"master", "--tls-cert", cert}, nil, exitUsage, "both the certificate and the key"},
+		{[]string{"master", "--ha-tls-client-ca", caFile}, nil, exitUsage, "--ha-tls-client-ca needs --ha-tls-cert"},
+		{[]string{"master", "--ha-allow-cn", "x"}, nil, exitUsage, "--ha-allow-cn needs --ha-tls-client-ca"},
 		{[]string{"master", "--ha-allow", "10.0.0.300"}, nil, exitUsage, "--ha-allow"},
-		{[]string{"master", "--tls-cert", caFile, "--tls-key", caFile}, nil, exitError, "TLS files"},
+		{[]string{"master", "--tls-cert", caFile, "--tls-key", caFile}, nil, exitUsage, "TLS files"},
 		{[]string{"master", "--api-token-file", filepath.Join(dir, "absent")}, nil, exitUsage, "does not exist"},
-		{[]string{"master"}, []string{"REPLICATOR_API_TOKEN=short"}, exitError, "REPLICATOR_API_TOKEN: bad API token"},
-		{[]string{"slave", "--ha-tls-cert", cert, "--ha-tls-key", key}, nil, exitError, "need --ha-tls-ca"},
-		{[]string{"slave", "--master-api-cert", cert}, nil, exitError, "both the certificate and the key"},
-		{[]string{"status", "--ca", caFile, "--api", "http://127.0.0.1:1"}, nil, exitError, "need an https:// URL"},
-		{[]string{"put", "--cert", cert, "--api", "https://127.0.0.1:1", "m"}, nil, exitError, "both the certificate and the key"},
+		{[]string{"master"}, []string{"REPLICATOR_API_TOKEN=short"}, exitUsage, "REPLICATOR_API_TOKEN: bad API token"},
+		{[]string{"slave", "--ha-tls-cert", cert, "--ha-tls-key", key}, nil, exitUsage, "need --ha-tls-ca"},
+		{[]string{"slave", "--master-api-cert", cert}, nil, exitUsage, "both the certificate and the key"},
+		{[]string{"status", "--ca", caFile, "--api", "http://127.0.0.1:1"}, nil, exitUsage, "need an https:// URL"},
+		{[]string{"put", "--cert", cert, "--api", "https://127.0.0.1:1", "m"}, nil, exitUsage, "both the certificate and the key"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"--log-level", "off"}, tc.args...)

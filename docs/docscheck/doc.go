@@ -32,12 +32,15 @@
 //     and replicator's default addresses (10911, 10912) are mapped the same
 //     way through their REPLICATOR_* variables, so commands that rely on
 //     defaults keep working.
-//   - Servers: `replicator master`, `replicator slave`, `kvstore leader`,
-//     `kvstore follower` and any line ending in & run in the background;
-//     the script waits until every address on the line (comments included)
-//     accepts TCP connections, or the command's default addresses when the
-//     line names none. When the script ends they get SIGTERM and must exit
-//     with status 0.
+//   - Servers: a line ending in & runs in the background, and
+//     `replicator master`, `replicator slave`, `kvstore leader` and
+//     `kvstore follower` must end in & (pasted into a shell, they would
+//     block). There is no hidden wait: the script goes on at once, as a
+//     shell does, so a document waits for what it needs itself
+//     (`replicator status --wait-ready`, `--wait-following`,
+//     `--wait-caught-up URL`; `kvstore status --wait`, `--wait-connected`,
+//     `--wait-caught-up ADDR`). When the script ends the background
+//     commands get SIGTERM and must exit with status 0.
 //   - Output: `COMMAND  # => TEXT` checks that COMMAND prints exactly TEXT.
 //   - Tools: `make build|plugins|demo`, `go` and `promtool` act on this
 //     checkout (relative paths are the repository's; `go build -o` and

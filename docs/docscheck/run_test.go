@@ -75,12 +75,11 @@ func docScript(t *testing.T, d *Doc, replBin string) (script string, env []strin
 		b.Text = MapPorts(b.Text, m)
 		mapped.Blocks = append(mapped.Blocks, b)
 	}
-	local := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", m[p]) }
 	servers := []Server{
-		{Program: "replicator", Command: "master", Defaults: []string{local(10911), local(10912)}},
-		{Program: "replicator", Command: "slave", Defaults: []string{local(10911)}},
-		{Program: "kvstore", Command: "leader", Defaults: []string{local(8080), local(8081)}},
-		{Program: "kvstore", Command: "follower", Defaults: []string{local(8080)}},
+		{Program: "replicator", Command: "master"},
+		{Program: "replicator", Command: "slave"},
+		{Program: "kvstore", Command: "leader"},
+		{Program: "kvstore", Command: "follower"},
 	}
 	// Commands that rely on a default address (put without --api, ...)
 	// follow the mapping through their environment variables.

@@ -40,35 +40,11 @@ func MapPorts(text string, m map[int]int) string {
 	})
 }
 
-// addrs returns the TCP addresses a line names (comments included), for
-// waiting until a server listens: host:port, :port and URLs; 0.0.0.0 and
-// an empty host mean 127.0.0.1.
-func addrs(line string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, m := range portRE.FindAllStringSubmatch(line, -1) {
-		host := m[2]
-		if host == "" || host == "0.0.0.0" || host == "localhost" {
-			host = "127.0.0.1"
-		}
-		if host == "[::1]" {
-			host = "::1"
-		}
-		a := host + ":" + m[3]
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// Server describes a long-running command: its program's base name, its
-// command word, and the addresses it listens on by default (used when the
-// line names none).
+// Server describes a long-running command: its program's base name and its
+// command word. In a document it must end with & (pasted into a shell, it
+// would block otherwise).
 type Server struct {
 	Program, Command string
-	Defaults         []string
 }
 
 // globalValueFlags are replicator's global flags that take a value.
@@ -167,22 +143,24 @@ func Script(d *Doc, servers []Server, noEnv []string) string {
 				fmt.Fprintf(&b, "__docs_out=$(%s)\n__docs_expect %s \"$__docs_out\" %s\n", m[1], shellQuote(strings.TrimSpace(m[2])), shellQuote(strings.TrimSpace(m[1])))
 				continue
 			}
-			srv, isServer := serverOf(trimmed, servers)
-			if !isServer && !strings.HasSuffix(trimmed, "&") {
+			_, isServer := serverOf(trimmed, servers)
+			cmd := trimmed
+			if j := strings.Index(cmd, " #"); j >= 0 {
+				cmd = strings.TrimSpace(cmd[:j])
+			}
+			background := strings.HasSuffix(cmd, "&")
+			if isServer && !background {
+				fmt.Fprintf(&b, "__docs_fail %s\n", shellQuote(fmt.Sprintf("%s:%d: a server command must end with & (pasted into a shell, it would block): %s", d.Path, blk.Line+1+start, trimmed)))
+				continue
+			}
+			if !background {
 				b.WriteString(withoutEnv(line) + "\n")
 				continue
 			}
-			cmd := trimmed
-			comment := ""
-			if j := strings.Index(cmd, " #"); j >= 0 {
-				cmd, comment = strings.TrimSpace(cmd[:j]), cmd[j:]
-			}
-			cmd = strings.TrimSpace(strings.TrimSuffix(cmd, "&"))
-			wait := addrs(cmd + comment)
-			if len(wait) == 0 && isServer {
-				wait = srv.Defaults
-			}
-			fmt.Fprintf(&b, "%s &\n__docs_started $! %s\n", withoutEnv(cmd), strings.Join(wait, " "))
+			// No wait here: the document itself waits for what it needs
+			// (replicator status --wait-ready, kvstore status --wait, ...),
+			// as a user pasting it would.
+			fmt.Fprintf(&b, "%s &\n__docs_started $!\n", withoutEnv(strings.TrimSpace(strings.TrimSuffix(cmd, "&"))))
 		}
 	}
 	return b.String()
@@ -196,23 +174,10 @@ func Prelude(repo string) string {
 REPO=` + shellQuote(repo) + `
 __docs_pids=()
 __docs_echo() { printf '+ %s\n' "$1" >&2; }
-__docs_started() {
-	local pid=$1 a host port deadline
-	shift
-	__docs_pids+=("$pid")
-	for a in "$@"; do
-		host=${a%:*}; port=${a##*:}
-		deadline=$((SECONDS + 60))
-		until (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; do
-			if ! kill -0 "$pid" 2>/dev/null; then
-				echo "docs-check: the background command exited before listening on $a" >&2
-				wait "$pid" || true
-				exit 1
-			fi
-			if ((SECONDS > deadline)); then echo "docs-check: nothing listens on $a after 60s" >&2; exit 1; fi
-			sleep 0.05
-		done
-	done
+__docs_started() { __docs_pids+=("$1"); }
+__docs_fail() {
+	echo "docs-check: $1" >&2
+	exit 1
 }
 __docs_expect() {
 	if [[ "$2" != "$1" ]]; then

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,14 +46,26 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// handedOut holds the addresses freeAddr returned: once its probe listener
+// closes, the kernel may give the same port to the next probe, and two
+// processes of one test would then be told to listen on one address.
+var handedOut sync.Map
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no new free loopback port in 100 tries")
+	return ""
 }
 
 // proc is a kvstore leader or follower process.

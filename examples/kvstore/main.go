@@ -10,7 +10,7 @@
 //	kvstore put      --addr ADDR KEY VALUE
 //	kvstore get      --addr ADDR KEY
 //	kvstore delete   --addr ADDR KEY
-//	kvstore status   --addr ADDR
+//	kvstore status   --addr ADDR [--wait] [--wait-connected] [--wait-caught-up LEADER_ADDR]
 package main
 
 import (
@@ -43,7 +43,7 @@ Usage:
   kvstore put      [--addr ADDR] KEY VALUE
   kvstore get      [--addr ADDR] KEY
   kvstore delete   [--addr ADDR] KEY
-  kvstore status   [--addr ADDR]
+  kvstore status   [--addr ADDR] [--wait] [--wait-connected] [--wait-caught-up ADDR]
 
 Run 'kvstore COMMAND --help' for a command's flags.
 `
@@ -98,9 +98,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		c := client{}
 		fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "the node's HTTP address (put and delete: the leader's)")
 		fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "request timeout")
+		var w waitOpts
+		if cmd == "status" {
+			fs.Lookup("timeout").Usage = "request timeout; with a wait flag, the longest wait"
+			fs.BoolVar(&w.ready, "wait", false, "first wait, at most --timeout, until the node serves")
+			fs.BoolVar(&w.connected, "wait-connected", false, "first wait, at most --timeout, until a follower is connected to its leader (on a leader: until a follower is connected)")
+			fs.StringVar(&w.caughtUp, "wait-caught-up", "", "first wait, at most --timeout, until the node has applied the log the node at this `ADDR` (the leader) holds when the wait starts")
+		}
 		want := map[string]int{"put": 2, "get": 1, "delete": 1, "status": 0}[cmd]
 		if code, ok := parse(fs, args, want); !ok {
 			return code
+		}
+		if w.any() {
+			if err := c.wait(w); err != nil {
+				fmt.Fprintf(stderr, "kvstore: %v\n", err)
+				return exitError
+			}
 		}
 		err := c.do(cmd, fs.Args(), stdout)
 		switch {

@@ -61,7 +61,7 @@ func startAbuseServer(t *testing.T, token string, lim ServerLimits) *abuseServer
 	if err != nil {
 		t.Fatal(err)
 	}
-	lln, err := LimitListener(ln, lim.MaxConns, nil, as.reg)
+	lln, err := LimitListenerPerIP(ln, lim.MaxConns, lim.MaxConnsPerIP, nil, as.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +128,12 @@ func sameTree(t *testing.T, before, after map[string]string) {
 // and returns the status code and body.
 func raw(t *testing.T, addr, req string) (int, []byte) {
 	t.Helper()
+	return rawResp(t, addr, req, nil)
+}
+
+// rawResp is raw that also hands the answer to look (when not nil).
+func rawResp(t *testing.T, addr, req string, look func(*http.Response)) (int, []byte) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +154,9 @@ func raw(t *testing.T, addr, req string) (int, []byte) {
 		t.Fatalf("reading the answer to %.200q: %v (write: %v)", req, err, finish())
 	}
 	defer resp.Body.Close()
+	if look != nil {
+		look(resp)
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -260,8 +269,9 @@ func TestAbuseOversizedBodies(t *testing.T) {
 		}
 		wantJSONError(t, tc.what, code, b)
 	}
-	// A header block over the limit: 431 (net/http's own plain-text answer),
-	// delivered rather than reset (the limited listener half-closes).
+	// A header block over the limit: 431 (net/http's own answer, made JSON
+	// by the limited listener), delivered rather than reset (the limited
+	// listener half-closes).
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
 	req, _ := http.NewRequest("POST", "http://"+as.addr+"/v1/topics/T/messages", strings.NewReader("x"))

@@ -78,6 +78,24 @@ type Status struct {
 	// Master is set on a slave.
 	Master  *MasterLink `json:"master,omitempty"`
 	Version string      `json:"version,omitempty"`
+	// Protocol is the HA protocol: "classic" or "autoswitch". The fields
+	// below it are autoswitch's (zero in classic mode).
+	Protocol string `json:"protocol,omitempty"`
+	BrokerID int64  `json:"broker_id,omitempty"`
+	// Epoch is the last epoch of the node's epoch file, EpochEntries the
+	// number of its entries.
+	Epoch        int32 `json:"epoch,omitempty"`
+	EpochEntries int   `json:"epoch_entries,omitempty"`
+	// ConfirmOffset: every in-sync replica holds the bytes below it
+	// (master: computed; slave: the master's, bounded by the local max).
+	ConfirmOffset int64 `json:"confirm_offset,omitempty"`
+	// InSync is a master's in-sync set (SyncStateSet): broker ids, itself
+	// included.
+	InSync []int64 `json:"in_sync,omitempty"`
+	// ReadConfirmed: reads stop at the confirm offset (--read-confirmed).
+	ReadConfirmed bool `json:"read_confirmed,omitempty"`
+	// Fenced is a fenced master's reason (it refuses puts).
+	Fenced string `json:"fenced,omitempty"`
 }
 
 // SlaveStatus is a master's view of one slave.
@@ -88,6 +106,11 @@ type SlaveStatus struct {
 	LastAckMsAgo  int64  `json:"last_ack_ms_ago"` // -1 before the first ack
 	RequestOffset int64  `json:"request_offset"`
 	OutOfRange    bool   `json:"out_of_range,omitempty"`
+	// Autoswitch: the slave's broker id, its connection's handshake state
+	// (HANDSHAKE, TRANSFER, ...) and whether it is in the in-sync set.
+	BrokerID       int64  `json:"broker_id,omitempty"`
+	HandshakeState string `json:"handshake_state,omitempty"`
+	InSync         bool   `json:"in_sync,omitempty"`
 }
 
 // MasterLink is a slave's view of its master.
@@ -101,6 +124,25 @@ type MasterLink struct {
 	// LastFrameMsAgo is the time since the last frame from the master, -1
 	// before the first one.
 	LastFrameMsAgo int64 `json:"last_frame_ms_ago"`
+	// Autoswitch: the connection's handshake state (READY, HANDSHAKE,
+	// TRANSFER); Unhealthy is set while the slave refuses to replicate from
+	// this master (its epochs share no consistent point with this log, ...)
+	// and appends nothing; LastTruncation is the last cut made to reach the
+	// consistent point.
+	HandshakeState string      `json:"handshake_state,omitempty"`
+	Unhealthy      string      `json:"unhealthy,omitempty"`
+	LastTruncation *Truncation `json:"last_truncation,omitempty"`
+}
+
+// Truncation is a cut a slave made to its log to reach the consistent
+// point with its master's: [From, To) removed.
+type Truncation struct {
+	From    int64 `json:"from"`
+	To      int64 `json:"to"`
+	Bytes   int64 `json:"bytes"`
+	Records int64 `json:"records"`
+	// MsAgo is the time since the cut.
+	MsAgo int64 `json:"ms_ago"`
 }
 
 // PutAnswer is the answer of a put.
@@ -141,6 +183,9 @@ type Messages struct {
 // ErrorAnswer is the body of every error answer.
 type ErrorAnswer struct {
 	Error string `json:"error"`
+	// MasterAPI is the master's API base URL in a slave's 403 answer to a
+	// put, when the slave knows it.
+	MasterAPI string `json:"master_api,omitempty"`
 }
 
 // Config configures a Server.
@@ -158,11 +203,25 @@ type Config struct {
 	Version   string
 	// Now is the clock for "ms ago" fields; nil means time.Now.
 	Now func() time.Time
+	// Roles serves POST /v1/role (runtime role changes, autoswitch mode);
+	// nil answers 409 (classic mode).
+	Roles RoleChanger
+	// ReadLimit, when set, bounds reads (GET /v1/messages): only records
+	// that end at or below ReadLimit() are served, as if the log ended
+	// there (a slave with --read-confirmed: the confirm offset). Status
+	// keeps the store's true offsets.
+	ReadLimit func() int64
 	// Token, when not empty, is the bearer token every route except
 	// /healthz and /readyz requires (Authorization: Bearer <token>);
 	// other requests answer 401 with a JSON message. Compared in constant
 	// time.
 	Token string
+	// MasterAPI returns a slave's master's API base URL ("" when unknown),
+	// sent with the 403 answer to a put; nil: unknown.
+	MasterAPI func() string
+	// Stream bounds the producer stream (stream.go); zero fields take the
+	// defaults.
+	Stream StreamLimits
 }
 
 // Server is the API's http.Handler. Safe for concurrent use.
@@ -177,7 +236,9 @@ type Server struct {
 	dur      *prometheus.HistogramVec
 	authFail *prometheus.CounterVec
 	rejected prometheus.Counter
+	health   *health  // health.go: disk full, put-failure log limit
 	token    [32]byte // SHA-256 of Config.Token
+	stream   *streamService
 }
 
 // New returns the API handler. It answers /readyz with 503 until SetReady(true).
@@ -197,7 +258,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), drain: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), drain: make(chan struct{}), health: newHealth(cfg.Now)}
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "replicator_http_requests_total",
 		Help: "HTTP API requests by route and status code.",
@@ -219,7 +280,7 @@ func New(cfg Config) (*Server, error) {
 		s.token = sha256.Sum256([]byte(cfg.Token))
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.reqs, s.dur, s.authFail, s.rejected} {
+		for _, c := range append([]prometheus.Collector{s.reqs, s.dur, s.authFail, s.rejected}, s.health.collectors()...) {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("api: registering metrics: %w", err)
 			}
@@ -228,6 +289,7 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("/v1/topics/{topic}/messages", "put", methods{http.MethodPost: http.HandlerFunc(s.put)})
 	s.Handle("/v1/messages", "messages", methods{http.MethodGet: http.HandlerFunc(s.messages)})
 	s.Handle("/v1/status", "status", methods{http.MethodGet: http.HandlerFunc(s.status)})
+	s.Handle("/v1/role", "role", methods{http.MethodPost: http.HandlerFunc(s.role)})
 	gatherer := cfg.Gatherer
 	if gatherer == nil {
 		gatherer = prometheus.NewRegistry()
@@ -240,6 +302,15 @@ func New(cfg Config) (*Server, error) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})})
 	s.Handle("/readyz", "readyz", methods{http.MethodGet: http.HandlerFunc(s.readyz)})
+	s.stream = newStreamService(s)
+	if cfg.Registerer != nil {
+		for _, c := range s.stream.collectors() {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("api: registering metrics: %w", err)
+			}
+		}
+	}
+	s.Handle(StreamPath, "stream", s.stream)
 	s.Handle("/", "other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}))
@@ -315,7 +386,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	s.readyChecks(w, r)
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request) {
@@ -325,14 +396,23 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.cfg.Backend.Put(r.Context(), msg)
+	if errors.Is(err, core.ErrFenced) {
+		WriteError(w, http.StatusServiceUnavailable, fencedPutError(res))
+		return
+	}
 	if err != nil && !errors.Is(err, store.ErrFlushDiskTimeout) {
 		code, text := putErrorCode(err)
 		if code >= 500 && !errors.Is(err, core.ErrClosed) {
-			s.log.Error("put failed", "topic", msg.Topic, "error", err)
+			s.logPutFailure(msg.Topic, err)
 		}
-		WriteError(w, code, text)
+		ans := ErrorAnswer{Error: text}
+		if errors.Is(err, core.ErrSlaveWriteProtected) && s.cfg.MasterAPI != nil {
+			ans.MasterAPI = s.cfg.MasterAPI()
+		}
+		WriteJSON(w, code, ans)
 		return
 	}
+	s.health.putStored()
 	status := res.Status
 	if errors.Is(err, store.ErrFlushDiskTimeout) {
 		status = core.FlushDiskTimeout
@@ -347,7 +427,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 
 func putErrorCode(err error) (int, string) {
 	switch {
-	case errors.Is(err, core.ErrSlaveWriteProtected):
+	case errors.Is(err, core.ErrSlaveWriteProtected), errors.Is(err, core.ErrNotMaster):
 		return http.StatusForbidden, "this node is a slave; send writes to its master (slave write protection)"
 	case errors.Is(err, store.ErrInvalidTopic), errors.Is(err, record.ErrInvalidTopic),
 		errors.Is(err, record.ErrInvalidProperty), errors.Is(err, record.ErrInvalidHost):
@@ -356,6 +436,8 @@ func putErrorCode(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.Is(err, core.ErrClosed), errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "the node is shutting down"
+	case IsDiskFull(err):
+		return http.StatusInsufficientStorage, diskFullAnswer + " (" + err.Error() + ")"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "request cancelled: " + err.Error()
 	}
@@ -462,7 +544,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b := s.cfg.Backend.Bounds()
+	b := s.readBounds()
 	offset := b.Min
 	if q.Has("offset") {
 		n, err := strconv.ParseInt(q.Get("offset"), 10, 64)
@@ -498,10 +580,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.waitFor(r.Context(), offset, wait)
 	}
 	recs, next, err := s.cfg.Backend.ReadMessages(offset, count)
+	if err == nil && s.cfg.ReadLimit != nil {
+		recs, next = limitRecords(recs, next, s.readBounds().Max)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrOffsetOutOfRange):
-			b := s.cfg.Backend.Bounds()
+			b := s.readBounds()
 			WriteError(w, http.StatusRequestedRangeNotSatisfiable, fmt.Sprintf("offset %d is outside the log [%d, %d]", offset, b.Min, b.Max))
 		case errors.Is(err, store.ErrNotBoundary), errors.Is(err, record.ErrBadMagic), errors.Is(err, record.ErrBadLength):
 			WriteError(w, http.StatusBadRequest, fmt.Sprintf("offset %d is not the start of a record: %v", offset, err))
@@ -527,9 +612,35 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if len(recs) == 0 && next < offset {
 		ans.NextOffset = offset
 	}
-	ans.MaxOffset = s.cfg.Backend.Bounds().Max
+	ans.MaxOffset = s.readBounds().Max
 	WriteJSON(w, http.StatusOK, ans)
 }
+
+// readBounds are the store's bounds with Max lowered to Config.ReadLimit.
+func (s *Server) readBounds() store.Bounds {
+	b := s.cfg.Backend.Bounds()
+	if s.cfg.ReadLimit != nil {
+		b.Max = min(b.Max, max(s.cfg.ReadLimit(), b.Min))
+	}
+	return b
+}
+
+// limitRecords keeps the records that end at or below limit; next becomes
+// the end of the last one kept.
+func limitRecords(recs []record.Record, next, limit int64) ([]record.Record, int64) {
+	for i := range recs {
+		if end := recs[i].PhysicalOffset + int64(recs[i].TotalSize); end > limit {
+			if i == 0 {
+				return recs[:0], recs[0].PhysicalOffset
+			}
+			return recs[:i], recs[i].PhysicalOffset
+		}
+	}
+	return recs, min(next, max(limit, 0))
+}
+
+// readLimitPoll is how often a long poll looks at Config.ReadLimit.
+const readLimitPoll = 20 * time.Millisecond
 
 // waitFor blocks until the max offset passes offset, d passes, the request
 // ends or the server drains.
@@ -539,8 +650,17 @@ func (s *Server) waitFor(ctx context.Context, offset int64, d time.Duration) {
 	defer cancel()
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for s.cfg.Backend.Bounds().Max <= offset {
+	// The read limit (a slave's confirm offset) moves without the store
+	// signalling: look at it again every readLimitPoll.
+	var tick <-chan time.Time
+	if s.cfg.ReadLimit != nil {
+		tk := time.NewTicker(readLimitPoll)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for s.readBounds().Max <= offset {
 		select {
+		case <-tick:
 		case <-ch:
 		case <-t.C:
 			return
@@ -586,13 +706,18 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "status takes no query parameters")
 		return
 	}
+	WriteJSON(w, http.StatusOK, s.statusAnswer())
+}
+
+// statusAnswer is the answer of GET /v1/status (and of POST /v1/role).
+func (s *Server) statusAnswer() Status {
 	st := s.cfg.Backend.Status()
 	b := s.cfg.Backend.Bounds()
 	st.MaxOffset, st.MinOffset, st.FlushedOffset, st.SegmentSize = b.Max, b.Min, b.Flushed, b.SegmentSize
 	if st.Version == "" {
 		st.Version = s.cfg.Version
 	}
-	WriteJSON(w, http.StatusOK, st)
+	return st
 }
 
 // WriteJSON writes v as a JSON answer with code.
@@ -624,6 +749,9 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush is http.Flusher, which the producer stream (gRPC) needs.
+func (w *statusWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
 
 type promLogger struct{ l hclog.Logger }
 

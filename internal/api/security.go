@@ -3,17 +3,13 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
-	"net"
 	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // openRoutes answer without a token: probes must work without secrets.
@@ -104,8 +100,10 @@ type ServerLimits struct {
 	WriteTimeout   time.Duration
 	IdleTimeout    time.Duration
 	MaxHeaderBytes int
-	// MaxConns bounds the connections open at once (see LimitListener).
-	MaxConns int
+	// MaxConns bounds the connections open at once, MaxConnsPerIP those
+	// from one IP address (see LimitListenerPerIP).
+	MaxConns      int
+	MaxConnsPerIP int
 }
 
 // DefaultServerLimits returns the limits of a node's API server for a
@@ -118,12 +116,14 @@ func DefaultServerLimits(slaveTimeout time.Duration) ServerLimits {
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		MaxConns:          DefaultMaxConns,
+		MaxConnsPerIP:     DefaultMaxConnsPerIP,
 	}
 }
 
 // HTTPServer returns an http.Server that serves s within l, logging its
 // errors (TLS handshake failures, ...) to the server's logger. Serve it on a
-// listener wrapped with LimitListener(ln, l.MaxConns, ...).
+// listener wrapped with LimitListenerPerIP(ln, l.MaxConns, l.MaxConnsPerIP,
+// ...): its ConnState hook tells that listener which connections are idle.
 func (s *Server) HTTPServer(l ServerLimits) *http.Server {
 	return &http.Server{
 		Handler:           s,
@@ -133,86 +133,10 @@ func (s *Server) HTTPServer(l ServerLimits) *http.Server {
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ConnState:         trackConnState,
+		// HTTP/2 (also cleartext, with prior knowledge) carries the
+		// producer stream (stream.go).
+		Protocols: streamProtocols(),
+		HTTP2:     streamHTTP2Config(),
 	}
-}
-
-// LimitListener returns a listener that keeps at most n accepted
-// connections open at once: a connection over the limit is closed at
-// accept (not queued, so a flood cannot hold the accept loop) with a debug
-// line and a count in replicator_http_refused_connections_total when reg is
-// set. n <= 0 means no limit.
-func LimitListener(ln net.Listener, n int, logger hclog.Logger, reg prometheus.Registerer) (net.Listener, error) {
-	if n <= 0 {
-		return ln, nil
-	}
-	refused := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "replicator_http_refused_connections_total",
-		Help: "API connections closed at accept because the connection limit was reached.",
-	})
-	if reg != nil {
-		if err := reg.Register(refused); err != nil {
-			return nil, err
-		}
-	}
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	return &limitListener{Listener: ln, max: n, log: logger, refused: refused}, nil
-}
-
-type limitListener struct {
-	net.Listener
-	max     int
-	log     hclog.Logger
-	refused prometheus.Counter
-	mu      sync.Mutex
-	open    int
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		l.mu.Lock()
-		full := l.open >= l.max
-		if !full {
-			l.open++
-		}
-		l.mu.Unlock()
-		if full {
-			l.refused.Inc()
-			l.log.Debug("refusing API connection: connection limit reached", "remote", c.RemoteAddr().String(), "limit", l.max)
-			c.Close()
-			continue
-		}
-		return &limitedConn{Conn: c, l: l}, nil
-	}
-}
-
-type limitedConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-// CloseWrite half-closes the connection when the underlying one can
-// (*net.TCPConn): http.Server uses it to send an error answer (431, 400)
-// without resetting a client that is still writing.
-func (c *limitedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.New("api: connection cannot half-close")
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.open--
-		c.l.mu.Unlock()
-	})
-	return err
 }

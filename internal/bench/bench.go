@@ -20,6 +20,9 @@ const (
 
 	ViaAPI     = "api"
 	ViaLibrary = "library"
+	// ViaClient: the daemons as child processes, the producers through the
+	// producer stream (package client, client.go); sync and async only.
+	ViaClient = "client"
 
 	StoreBuiltin  = "builtin"
 	StoreExternal = "external"
@@ -49,12 +52,15 @@ var ErrConfig = errors.New("bench: invalid configuration")
 // Config configures Run. Zero values take the defaults.
 type Config struct {
 	Scenarios []string // Catchup, Sync, Async (default all three)
-	Via       []string // ViaAPI, ViaLibrary (default both)
+	Via       []string // ViaAPI, ViaClient, ViaLibrary (default all three)
 	Stores    []string // StoreBuiltin, StoreExternal (default builtin)
 	Size      int64    // catch-up log size (DefaultSize)
 	Producers []int    // sync and async (DefaultProducers)
 	MsgSize   int      // message body size (DefaultMsgSize)
 	Duration  time.Duration
+	// Peers are measured after the scenarios, in the same run: PeerRedis
+	// next to sync (redis.go). Default none.
+	Peers []string
 	// MaxLag is the async master's back-pressure (core.MasterConfig.MaxLag,
 	// the daemon's --max-lag); 0: none, RocketMQ's behaviour.
 	MaxLag int64
@@ -93,14 +99,25 @@ type Config struct {
 	Progress io.Writer
 	// Emit receives each result as soon as it is measured.
 	Emit func(Result)
+	// Protocols are the HA protocols (--ha-protocol of the child nodes) the
+	// api and client runs use, one after the other for each point, so that
+	// they compare in the same run: ProtocolClassic, ProtocolAutoSwitch
+	// (default classic). Library runs use classic only.
+	Protocols []string
 }
+
+// HA protocols of Config.Protocols.
+const (
+	ProtocolClassic    = "classic"
+	ProtocolAutoSwitch = "autoswitch"
+)
 
 func (c *Config) defaults() error {
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = []string{Catchup, Sync, Async}
 	}
 	if len(c.Via) == 0 {
-		c.Via = []string{ViaAPI, ViaLibrary}
+		c.Via = []string{ViaAPI, ViaClient, ViaLibrary}
 	}
 	if len(c.Stores) == 0 {
 		c.Stores = []string{StoreBuiltin}
@@ -132,6 +149,14 @@ func (c *Config) defaults() error {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	if len(c.Protocols) == 0 {
+		c.Protocols = []string{ProtocolClassic}
+	}
+	for _, p := range c.Protocols {
+		if p != ProtocolClassic && p != ProtocolAutoSwitch {
+			return fmt.Errorf("%w: unknown HA protocol %q (want classic or autoswitch)", ErrConfig, p)
+		}
+	}
 	c.Limits.defaults()
 	for _, s := range c.Scenarios {
 		if s != Catchup && s != Sync && s != Async {
@@ -139,11 +164,19 @@ func (c *Config) defaults() error {
 		}
 	}
 	for _, v := range c.Via {
-		if v != ViaAPI && v != ViaLibrary {
-			return fmt.Errorf("%w: unknown --via %q (want api or library)", ErrConfig, v)
+		if v != ViaAPI && v != ViaLibrary && v != ViaClient {
+			return fmt.Errorf("%w: unknown --via %q (want api, client or library)", ErrConfig, v)
 		}
-		if v == ViaAPI && c.Exe == "" {
-			return fmt.Errorf("%w: --via api needs the replicator binary", ErrConfig)
+		if (v == ViaAPI || v == ViaClient) && c.Exe == "" {
+			return fmt.Errorf("%w: --via %s needs the replicator binary", ErrConfig, v)
+		}
+	}
+	for _, p := range c.Peers {
+		if p != PeerRedis {
+			return fmt.Errorf("%w: unknown peer %q (want redis)", ErrConfig, p)
+		}
+		if !slices.Contains(c.Scenarios, Sync) {
+			return fmt.Errorf("%w: the redis peer is measured with the sync scenario", ErrConfig)
 		}
 	}
 	for _, s := range c.Stores {
@@ -224,6 +257,10 @@ type runner struct {
 	catchDir string
 	catchMax int64
 	catchSeg int64
+	// protocol is the HA protocol of the children being measured;
+	// byPoint the msgs/s or MB/s of each classic point, to compare.
+	protocol string
+	byPoint  map[string]float64
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -231,6 +268,13 @@ func (r *runner) progress(format string, args ...any) {
 }
 
 func (r *runner) emit(res Result) {
+	if res.Protocol == "" {
+		res.Protocol = ProtocolClassic
+		if res.Via != ViaLibrary && r.protocol != "" {
+			res.Protocol = r.protocol
+		}
+	}
+	r.compareProtocols(res)
 	if r.cfg.Emit != nil {
 		r.cfg.Emit(res)
 	}
@@ -252,15 +296,33 @@ func (r *runner) run(ctx context.Context) error {
 					return err
 				}
 				var err error
-				if sc == Catchup {
-					err = r.catchup(ctx, via, st)
-				} else {
-					err = r.load(ctx, sc, via, st)
+				if sc == Catchup && via == ViaClient {
+					// No producers in a catch-up: --via api covers it.
+					continue
 				}
-				if err != nil {
-					return fmt.Errorf("bench: %s via %s, %s store: %w", sc, via, st, err)
+				for _, proto := range r.cfg.Protocols {
+					if proto != ProtocolClassic && via == ViaLibrary {
+						continue // the library runs build classic masters and slaves
+					}
+					r.protocol = proto
+					if len(r.cfg.Protocols) > 1 {
+						r.progress("%s via %s, %s store: HA protocol %s", sc, via, st, proto)
+					}
+					if sc == Catchup {
+						err = r.catchup(ctx, via, st)
+					} else {
+						err = r.load(ctx, sc, via, st)
+					}
+					if err != nil {
+						return fmt.Errorf("bench: %s via %s, %s store, %s protocol: %w", sc, via, st, proto, err)
+					}
 				}
 			}
+		}
+	}
+	if slices.Contains(r.cfg.Peers, PeerRedis) {
+		if err := r.redisPeer(ctx); err != nil {
+			return fmt.Errorf("bench: redis peer: %w", err)
 		}
 	}
 	return nil

@@ -219,6 +219,14 @@ func (r *runner) nodeArgs(kind string) []string {
 	return args
 }
 
+// protocolArgs are the node flags of the HA protocol being measured.
+func (r *runner) protocolArgs() []string {
+	if r.protocol == "" || r.protocol == ProtocolClassic {
+		return nil
+	}
+	return []string{"--ha-protocol", r.protocol}
+}
+
 // profileArgs are the node flags that let profileDaemons fetch profiles.
 func (r *runner) profileArgs() []string {
 	if r.cfg.ProfileDir == "" {
@@ -236,7 +244,7 @@ func (r *runner) startMaster(ctx context.Context, kind, dir, replication string,
 	api, ha := addrs[0], addrs[1]
 	args := append(r.nodeArgs(kind), "master", "--data", dir, "--listen", api, "--ha-listen", ha,
 		"--replication", replication, "--segment-size", strconv.FormatInt(seg, 10), "--max-lag", strconv.FormatInt(r.cfg.MaxLag, 10))
-	args = append(args, r.profileArgs()...)
+	args = append(append(args, r.profileArgs()...), r.protocolArgs()...)
 	c, err := startChild(r.cfg.Exe, "master", dir+".log", "http://"+api, args...)
 	if err != nil {
 		return nil, "", err
@@ -256,7 +264,7 @@ func (r *runner) startSlave(ctx context.Context, kind, dir string, master *child
 	}
 	args := append(r.nodeArgs(kind), "slave", "--data", dir, "--listen", addrs[0], "--master", ha,
 		"--master-api", master.api, "--segment-size", strconv.FormatInt(seg, 10), "--reconnect-delay", "100ms")
-	args = append(args, r.profileArgs()...)
+	args = append(append(args, r.profileArgs()...), r.protocolArgs()...)
 	return startChild(r.cfg.Exe, "slave", dir+".log", "http://"+addrs[0], args...)
 }
 

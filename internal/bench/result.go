@@ -12,6 +12,7 @@ type Result struct {
 	Scenario    string   `json:"scenario"` // catchup, sync, async
 	Store       string   `json:"store"`    // builtin, external
 	Via         string   `json:"via"`      // api, library
+	Protocol    string   `json:"protocol"` // the HA protocol: classic, autoswitch
 	Producers   *int     `json:"producers"`
 	MsgSize     *int     `json:"msg_size"`
 	DurationS   *float64 `json:"duration_s"`    // sync/async: asked measuring time

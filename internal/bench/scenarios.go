@@ -296,6 +296,8 @@ func (r *runner) load(ctx context.Context, sc, via, kind string) error {
 			role = core.SyncMaster
 		}
 		cl, err = r.newLibCluster(ctx, kind, dir, role, seg, maxP)
+	} else if via == ViaClient {
+		cl, err = r.newClientCluster(ctx, kind, dir, sc, seg, maxP)
 	} else {
 		cl, err = r.newAPICluster(ctx, kind, dir, sc, seg, maxP)
 	}
@@ -563,6 +565,9 @@ const clockTicks = 100
 // process: startProfile covers them.
 func (r *runner) profileDaemons(ctx context.Context, cl cluster, name string, d time.Duration) func() {
 	ac, ok := cl.(*apiCluster)
+	if cc, isClient := cl.(*clientCluster); isClient {
+		ac, ok = cc.apiCluster, true
+	}
 	if r.cfg.ProfileDir == "" || !ok {
 		return func() {}
 	}

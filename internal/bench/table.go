@@ -18,12 +18,16 @@ func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tvia\tstore\tproducers\tmsgs/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tlag p99 ms\tlimit MB/s\tof limit\tof disk\tof page fill\tRSS MiB master / slave (anon)\t")
 	for _, r := range rs {
+		via := r.Via
+		if r.Protocol != "" && r.Protocol != ProtocolClassic {
+			via += " " + r.Protocol
+		}
 		prod := "-"
 		if r.Producers != nil {
 			prod = strconv.Itoa(*r.Producers)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Scenario, r.Via, r.Store, prod, num(r.MsgsPerS, 0), num(r.MBPerS, 1),
+			r.Scenario, via, r.Store, prod, num(r.MsgsPerS, 0), num(r.MBPerS, 1),
 			num(r.P50Ms, 3), num(r.P99Ms, 3), num(r.P999Ms, 3), num(r.LagP99Ms, 3),
 			num(r.LimitMBPerS, 0), pct(r.RatioToLimit), pct(r.RatioToDisk), pct(r.RatioToPageWrite), rss(r))
 	}

@@ -58,7 +58,7 @@ func (v *boolVal) Set(s string) error {
 	case "false", "0", "no", "off":
 		*v.p = false
 	default:
-		return fmt.Errorf("invalid boolean %q (want true or false)", s)
+		return fmt.Errorf("invalid boolean %q (want true, false, 1, 0, yes, no, on or off)", s)
 	}
 	return nil
 }

@@ -14,8 +14,39 @@
 // ShutdownGrace), extensions close, core closes (slave connections), the
 // store flushes and closes, the lock is released.
 //
-// A slave node polls its HA client's status every MonitorInterval to run the
-// extensions' OnMasterConnect hooks when the connection comes up.
+// A classic slave node polls its HA client's status every MonitorInterval to
+// run the extensions' OnMasterConnect hooks when the connection comes up; an
+// autoswitch node runs them from core's Replica.OnConnect (the connection
+// reached TRANSFER), without polling. An extension that starts after the
+// connection came up gets its hook run at registration.
+//
+// A runtime role change (ChangeRole, POST /v1/role) is pushed to the
+// extensions: once core.Replica has switched, the node records the current
+// role and master API (replicator_build_info's role label, a slave's 403
+// master_api) and runs the ExtensionEnv.OnRoleChange hooks with a
+// RoleChange, in registration order, before the request answers; changes
+// are serialised, a refused change runs none.
+//
+// # Role history and autoswitch
+//
+// Before core starts, the node reads DATA/role (RoleRecord: the last role,
+// protocol, epoch, broker id and time, one JSON object, written atomically
+// with WriteRoleFile: tmp file, fsync, rename, directory fsync). A classic
+// slave refuses a directory whose last role was master while its log holds
+// data (ErrDivergedRejoin, DivergedRejoinMessage) unless
+// Config.AllowDivergedRejoin. The broker id is Config.BrokerID, else the
+// stored one, else NewBrokerID (1 to MaxGeneratedBrokerID), kept in the file.
+//
+// With Config.Protocol = core.ProtocolAutoSwitch the node opens the epoch
+// file (core/epoch, DATA/epochFileCheckpoint) and runs a core.Replica: a
+// master takes a new epoch at every start (BecomeMaster(0): last + 1 at the
+// max offset) and records "master"; a slave follows MasterHA and records
+// "slave" once it reached TRANSFER (after the handshake's truncation), so
+// a directory that was a master stays marked as one until its log agrees
+// with its new master's. POST /v1/role (Node.ChangeRole, api.RoleChanger)
+// promotes (BecomeMaster) or demotes / re-points (BecomeSlave), serialised
+// with the role-file writes; with Config.ReadConfirmed a slave's reads stop
+// at the confirm offset (api.Config.ReadLimit).
 //
 // Security (docs/security.md): Config.APITLS serves the API over TLS
 // (ServerTLS loads the PEM files; a client CA makes it mutual) and
@@ -26,5 +57,7 @@
 // start and the limits are left to that plugin. Config.MasterAPIClient
 // (APIClient: TLS plus a TokenTransport) is what a slave's extensions use to
 // call the master's API. The API listener is bounded by
-// api.DefaultMaxConns (Config.APIMaxConns).
+// api.DefaultMaxConns and api.DefaultMaxConnsPerIP (Config.APIMaxConns,
+// APIMaxConnsPerIP; idle connections are closed first at a limit), and
+// keep-alive connections by Config.APIIdleTimeout.
 package node

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
@@ -81,8 +82,14 @@ type Config struct {
 	// (api.Server.EnableProfiling), behind APIToken when it is set.
 	Profiling bool
 	// APIMaxConns bounds the API's open connections (0:
-	// api.DefaultMaxConns; negative: no limit).
-	APIMaxConns int
+	// api.DefaultMaxConns; negative: no limit), APIMaxConnsPerIP those
+	// from one IP address (0: api.DefaultMaxConnsPerIP; negative: no
+	// limit); at a limit the longest-idle connection is closed first.
+	// APIIdleTimeout closes keep-alive connections idle this long (0:
+	// api.DefaultIdleTimeout).
+	APIMaxConns      int
+	APIMaxConnsPerIP int
+	APIIdleTimeout   time.Duration
 
 	// HA security, applied by the builtin tcp transport (another transport
 	// plugin refuses to start with them). Master: HATLS makes the HA port
@@ -97,6 +104,10 @@ type Config struct {
 	HAAllowClientNames []string
 	HAMaxConns         int
 	HAMaxConnsPerIP    int
+	// HAMaxTransferRate bounds the bytes per second the master sends on
+	// each HA connection (tcptransport.Options.MaxTransferRate, RocketMQ
+	// FlowMonitor; 0: no limit).
+	HAMaxTransferRate int64
 	// HAIdleTimeout closes an HA connection that read nothing this long
 	// (RocketMQ haHousekeepingInterval; 0: 20 s).
 	HAIdleTimeout time.Duration
@@ -108,6 +119,27 @@ type Config struct {
 	// MasterAPIClient is the HTTP client a slave's extensions use to call
 	// the master's API (TLS, token); nil means a plain client.
 	MasterAPIClient *http.Client
+
+	// Protocol is the HA protocol. With core.ProtocolAutoSwitch the node
+	// runs a core.Replica over DATA/epochFileCheckpoint and changes role at
+	// runtime (POST /v1/role); HAListen is then also a slave's listen
+	// address after a promote ("" on a slave: the API port + 1), and
+	// PromoteRole (AsyncMaster or SyncMaster) its replication then.
+	Protocol    core.Protocol
+	PromoteRole core.Role
+	// BrokerID is the node's broker id (autoswitch); 0: the one stored in
+	// DATA/role, or a new random one (1 to MaxGeneratedBrokerID).
+	BrokerID int64
+	// MaxTimeSlaveNotCatchup: a slave that has not caught up this long
+	// leaves the master's in-sync set (0: core's default, 15 s).
+	MaxTimeSlaveNotCatchup time.Duration
+	// ReadConfirmed makes a slave serve reads only up to its confirm offset.
+	ReadConfirmed bool
+	// SyncFromLastFile and AsyncLearner are the slave's handshake flags.
+	SyncFromLastFile, AsyncLearner bool
+	// AllowDivergedRejoin lets a classic slave start on a data directory
+	// whose last role was master (DATA/role).
+	AllowDivergedRejoin bool
 }
 
 // haSecured reports whether cfg asks the transport for TLS or access
@@ -117,7 +149,7 @@ func (cfg *Config) haSecured() bool {
 }
 
 func (cfg *Config) haLimited() bool {
-	return cfg.Role != core.Slave && (cfg.HAMaxConns > 0 || cfg.HAMaxConnsPerIP > 0)
+	return cfg.Role != core.Slave && (cfg.HAMaxConns > 0 || cfg.HAMaxConnsPerIP > 0 || cfg.HAMaxTransferRate > 0)
 }
 
 // Extension adds routes and background work to a node (for example the
@@ -148,6 +180,24 @@ type ExtensionEnv struct {
 	// OnMasterConnect registers f to run (in its own goroutine) each time a
 	// slave's HA connection to its master comes up. No-op on a master.
 	OnMasterConnect func(f func())
+	// OnRoleChange registers f to run after each runtime role change
+	// (autoswitch: POST /v1/role), once core has switched and before the
+	// request answers; hooks run one after another in registration order,
+	// on the goroutine of the change, never two changes at once. Role above
+	// stays the role the node started with; f receives the new one.
+	OnRoleChange func(f func(RoleChange))
+}
+
+// RoleChange is a runtime role change, as extensions see it.
+type RoleChange struct {
+	// Role is the new role: AsyncMaster or SyncMaster after a promote,
+	// Slave after a demote.
+	Role core.Role
+	// MasterHA is the new master's HA address (Slave only).
+	MasterHA string
+	// MasterAPI is the new master's API base URL (Slave only; "" when the
+	// demote did not name it).
+	MasterAPI string
 }
 
 // Node is one running replicator process: store, replication core, HTTP
@@ -169,6 +219,29 @@ type Node struct {
 	onConnMu sync.Mutex
 	stopMon  chan struct{}
 	monDone  chan struct{}
+	hooks    sync.WaitGroup // running OnMasterConnect hooks
+	// hooksClosed (under onConnMu): closeAll started; no more hooks.
+	hooksClosed bool
+	onRole      []func(RoleChange) // under onConnMu
+	// connUp (under onConnMu): a slave connection reached TRANSFER since
+	// the start or the last role change.
+	connUp bool
+
+	// The current role and master API (they change with ChangeRole), for
+	// replicator_build_info and a slave's 403 answers.
+	curMu        sync.Mutex
+	curRole      core.Role
+	curMasterAPI string
+
+	// Role history and autoswitch (autoswitch.go).
+	roleRec            RoleRecord
+	hasRoleRec         bool
+	brokerID           int64
+	epochs             *epoch.File
+	replica            *core.Replica
+	roleMu             sync.Mutex // serialises role changes and DATA/role writes
+	slaveOf            string     // autoswitch slave: the master's HA address
+	pendingSlaveRecord bool       // DATA/role says slave once the slave reaches TRANSFER
 }
 
 // New checks cfg and returns a node; Run starts it.
@@ -194,7 +267,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Node{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: make(chan struct{})}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: make(chan struct{}),
+		curRole: cfg.Role, curMasterAPI: cfg.MasterAPI}, nil
 }
 
 // Ready is closed once the node serves.
@@ -236,7 +310,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		}
 		serveErr <- n.srv.Serve(n.ln)
 	}()
-	if n.slave != nil {
+	if n.slave != nil && n.replica == nil {
 		n.stopMon, n.monDone = make(chan struct{}), make(chan struct{})
 		go n.monitor()
 	}
@@ -266,9 +340,19 @@ func (n *Node) logReady() {
 	args := []any{"role", n.cfg.Role.String(), "api", n.URL(), "data", n.cfg.DataDir,
 		"api_tls", n.cfg.APITLS != nil, "api_client_certs", n.cfg.APITLS != nil && n.cfg.APITLS.ClientAuth == tls.RequireAndVerifyClientCert,
 		"api_token", n.cfg.APIToken != "", "ha_tls", n.cfg.HATLS != nil}
-	if n.master != nil {
+	args = append(args, "protocol", n.cfg.Protocol.String())
+	switch {
+	case n.replica != nil:
+		last, _ := n.epochs.Last()
+		args = append(args, "broker_id", n.brokerID, "epoch", last.Epoch, "epoch_entries", n.epochs.Len())
+		if m := n.replica.Master(); m != nil {
+			args = append(args, "ha_listen", m.Addr())
+		} else {
+			args = append(args, "master", n.cfg.MasterHA, "read_confirmed", n.cfg.ReadConfirmed)
+		}
+	case n.master != nil:
 		args = append(args, "ha_listen", n.master.Addr())
-	} else {
+	default:
 		args = append(args, "master", n.cfg.MasterHA)
 	}
 	b := n.st.Bounds()
@@ -329,8 +413,16 @@ func (n *Node) start() error {
 		return fmt.Errorf("node: the commit log in %s has segments of %d bytes, not the configured %d", cfg.DataDir, b.SegmentSize, cfg.SegmentSize)
 	}
 
+	if err := n.checkRoleHistory(); err != nil {
+		return err
+	}
 	var put func(context.Context, *record.Message) (core.PutResult, error)
-	if cfg.Role == core.Slave {
+	if cfg.Protocol == core.ProtocolAutoSwitch {
+		if err := n.startReplica(tr); err != nil {
+			return err
+		}
+		put = n.replica.Put
+	} else if cfg.Role == core.Slave {
 		n.slave, err = core.NewSlave(n.st, tr, core.SlaveConfig{
 			MasterAddr:           cfg.MasterHA,
 			ReconnectDelay:       cfg.ReconnectDelay,
@@ -346,6 +438,9 @@ func (n *Node) start() error {
 			return fmt.Errorf("node: starting the slave: %w", err)
 		}
 		put = n.slave.Put
+		if err := n.recordRole(RoleSlave); err != nil {
+			return err
+		}
 	} else {
 		n.master, err = core.NewMaster(n.st, tr, core.MasterConfig{
 			ListenAddr:           cfg.HAListen,
@@ -364,13 +459,16 @@ func (n *Node) start() error {
 			return fmt.Errorf("node: starting the master: %w", err)
 		}
 		put = n.master.Put
+		if err := n.recordRole(RoleMaster); err != nil {
+			return err
+		}
 	}
 
 	var storeHost netip.AddrPort
 	if ap, err := netip.ParseAddrPort(n.ln.Addr().String()); err == nil {
 		storeHost = ap
 	}
-	n.api, err = api.New(api.Config{
+	acfg := api.Config{
 		Backend:      &backend{Store: n.st, put: put, status: n.status},
 		Gatherer:     n.reg,
 		Registerer:   n.reg,
@@ -379,7 +477,17 @@ func (n *Node) start() error {
 		StoreHost:    storeHost,
 		Version:      cfg.Version,
 		Token:        cfg.APIToken,
-	})
+		// A slave's 403 to a put names its master's API (--master-api).
+		// It follows runtime role changes (ChangeRole).
+		MasterAPI: n.currentMasterAPI,
+	}
+	if n.replica != nil {
+		acfg.Roles = n
+		if cfg.ReadConfirmed {
+			acfg.ReadLimit = n.readLimit
+		}
+	}
+	n.api, err = api.New(acfg)
 	if err != nil {
 		return err
 	}
@@ -399,6 +507,17 @@ func (n *Node) start() error {
 			OnMasterConnect: func(f func()) {
 				n.onConnMu.Lock()
 				n.onConn = append(n.onConn, f)
+				up := n.connUp
+				n.onConnMu.Unlock()
+				if up {
+					// The slave connected before this extension started:
+					// tell it now rather than at the next connection.
+					n.goTracked(f)
+				}
+			},
+			OnRoleChange: func(f func(RoleChange)) {
+				n.onConnMu.Lock()
+				n.onRole = append(n.onRole, f)
 				n.onConnMu.Unlock()
 			},
 		}
@@ -412,7 +531,13 @@ func (n *Node) start() error {
 	if cfg.APIMaxConns != 0 {
 		limits.MaxConns = cfg.APIMaxConns
 	}
-	if n.ln, err = api.LimitListener(n.ln, limits.MaxConns, n.log.Named("http"), n.reg); err != nil {
+	if cfg.APIMaxConnsPerIP != 0 {
+		limits.MaxConnsPerIP = cfg.APIMaxConnsPerIP
+	}
+	if cfg.APIIdleTimeout > 0 {
+		limits.IdleTimeout = cfg.APIIdleTimeout
+	}
+	if n.ln, err = api.LimitListenerPerIP(n.ln, limits.MaxConns, limits.MaxConnsPerIP, n.log.Named("http"), n.reg); err != nil {
 		return fmt.Errorf("node: API listener: %w", err)
 	}
 	n.srv = n.api.HTTPServer(limits)
@@ -448,6 +573,7 @@ func (n *Node) secureTransport(tr transport.Transport) (transport.Transport, err
 		o.AllowClientNames = cfg.HAAllowClientNames
 		o.MaxConns = cfg.HAMaxConns
 		o.MaxConnsPerIP = cfg.HAMaxConnsPerIP
+		o.MaxTransferRate = cfg.HAMaxTransferRate
 	}
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("node: HA transport: %w", err)
@@ -465,9 +591,20 @@ func (n *Node) closeAll() error {
 		close(n.stopMon)
 		<-n.monDone
 	}
+	// No hook starts after this, and the running ones end before the
+	// extensions close.
+	n.onConnMu.Lock()
+	n.hooksClosed = true
+	n.onConnMu.Unlock()
+	n.hooks.Wait()
 	for i := len(n.started) - 1; i >= 0; i-- {
 		if err := n.started[i].Close(); err != nil {
 			errs = append(errs, fmt.Errorf("node: closing %s: %w", n.started[i].Name(), err))
+		}
+	}
+	if n.replica != nil {
+		if err := n.replica.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: closing the replica: %w", err))
 		}
 	}
 	if n.master != nil {
@@ -504,8 +641,6 @@ func (n *Node) monitor() {
 	t := time.NewTicker(MonitorInterval)
 	defer t.Stop()
 	was := false
-	var hooks sync.WaitGroup
-	defer hooks.Wait()
 	for {
 		select {
 		case <-n.stopMon:
@@ -514,57 +649,98 @@ func (n *Node) monitor() {
 		}
 		up := n.slave.Status().Connected
 		if up && !was {
-			n.onConnMu.Lock()
-			fs := append([]func(){}, n.onConn...)
-			n.onConnMu.Unlock()
-			for _, f := range fs {
-				hooks.Add(1)
-				go func() {
-					defer hooks.Done()
-					f()
-				}()
-			}
+			n.runConnectHooks()
 		}
 		was = up
 	}
 }
 
+// runConnectHooks runs each OnMasterConnect hook in its own goroutine;
+// closeAll waits for them.
+func (n *Node) runConnectHooks() {
+	n.onConnMu.Lock()
+	fs := append([]func(){}, n.onConn...)
+	n.connUp = true
+	n.onConnMu.Unlock()
+	for _, f := range fs {
+		n.goTracked(f)
+	}
+}
+
+// goTracked runs f in a goroutine closeAll waits for; after closeAll
+// started, it does not run f.
+func (n *Node) goTracked(f func()) {
+	n.onConnMu.Lock()
+	defer n.onConnMu.Unlock()
+	if n.hooksClosed {
+		return
+	}
+	n.hooks.Add(1)
+	go func() {
+		defer n.hooks.Done()
+		f()
+	}()
+}
+
 // status is the role-specific part of GET /v1/status.
 func (n *Node) status() api.Status {
 	now := time.Now()
-	if n.master != nil {
-		ms := n.master.Status()
-		st := api.Status{Role: ms.Role.String(), HAAddr: ms.Addr, Slaves: make([]api.SlaveStatus, 0, len(ms.Slaves))}
-		for _, s := range ms.Slaves {
-			ago := int64(-1)
-			if !s.LastAck.IsZero() {
-				ago = now.Sub(s.LastAck).Milliseconds()
-			}
-			st.Slaves = append(st.Slaves, api.SlaveStatus{
-				Addr: s.Addr, AckOffset: s.AckOffset, LagBytes: s.LagBytes, LastAckMsAgo: ago,
-				RequestOffset: s.RequestOffset, OutOfRange: s.OutOfRange,
-			})
-		}
-		return st
+	var st api.Status
+	switch {
+	case n.replica != nil:
+		return n.replicaStatus(now)
+	case n.master != nil:
+		st = masterStatus(n.master.Status(), now)
+	default:
+		st = slaveStatus(n.slave.Status(), now)
 	}
-	ss := n.slave.Status()
+	st.Protocol = core.ProtocolClassic.String()
+	return st
+}
+
+func masterStatus(ms core.MasterStatus, now time.Time) api.Status {
+	st := api.Status{Role: ms.Role.String(), HAAddr: ms.Addr, Slaves: make([]api.SlaveStatus, 0, len(ms.Slaves))}
+	for _, s := range ms.Slaves {
+		ago := int64(-1)
+		if !s.LastAck.IsZero() {
+			ago = now.Sub(s.LastAck).Milliseconds()
+		}
+		ss := api.SlaveStatus{
+			Addr: s.Addr, AckOffset: s.AckOffset, LagBytes: s.LagBytes, LastAckMsAgo: ago,
+			RequestOffset: s.RequestOffset, OutOfRange: s.OutOfRange,
+		}
+		if ms.Protocol == core.ProtocolAutoSwitch {
+			ss.BrokerID, ss.HandshakeState, ss.InSync = s.BrokerID, s.HAState, s.InSync
+		}
+		st.Slaves = append(st.Slaves, ss)
+	}
+	return st
+}
+
+func slaveStatus(ss core.SlaveStatus, now time.Time) api.Status {
 	ago := int64(-1)
 	if !ss.LastFrameTime.IsZero() {
 		ago = now.Sub(ss.LastFrameTime).Milliseconds()
 	}
-	return api.Status{Role: core.Slave.String(), Master: &api.MasterLink{
+	link := &api.MasterLink{
 		Addr: ss.MasterAddr, Connected: ss.Connected, AckSent: ss.AckSent, LastError: ss.LastError,
 		SegmentError: ss.SegmentError, Reconnects: ss.Reconnects, LastFrameMsAgo: ago,
-	}}
+	}
+	if ss.Protocol == core.ProtocolAutoSwitch {
+		link.HandshakeState, link.Unhealthy = ss.HAState, ss.Unhealthy
+		if t := ss.Truncated; t != nil {
+			link.LastTruncation = &api.Truncation{From: t.From, To: t.To, Bytes: t.Bytes, Records: int64(t.Records), MsAgo: now.Sub(t.Time).Milliseconds()}
+		}
+	}
+	return api.Status{Role: core.Slave.String(), Master: link}
 }
 
 func (n *Node) registerMetrics() error {
-	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "replicator_build_info",
-		Help:        "Always 1; labels carry the version, Go version and role.",
-		ConstLabels: prometheus.Labels{"version": n.cfg.Version, "goversion": runtime.Version(), "role": n.cfg.Role.String()},
-	})
-	build.Set(1)
+	build := &buildInfo{
+		desc: prometheus.NewDesc("replicator_build_info", "Always 1; labels carry the version, Go version and the current role.",
+			[]string{"role"}, prometheus.Labels{"version": n.cfg.Version, "goversion": runtime.Version()}),
+		role: n.currentRole,
+	}
 	bound := func(name, help string, f func(store.Bounds) int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
 			if n.st == nil {
@@ -602,3 +778,35 @@ func (b *backend) Put(ctx context.Context, msg *record.Message) (core.PutResult,
 func (b *backend) Status() api.Status { return b.status() }
 
 var _ api.Backend = (*backend)(nil)
+
+// buildInfo is replicator_build_info: its role label is the node's current
+// role, which a runtime role change moves.
+type buildInfo struct {
+	desc *prometheus.Desc
+	role func() core.Role
+}
+
+func (b *buildInfo) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
+
+func (b *buildInfo) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, 1, b.role().String())
+}
+
+// currentRole is the node's role now: the configured one until a runtime
+// role change.
+func (n *Node) currentRole() core.Role {
+	n.curMu.Lock()
+	defer n.curMu.Unlock()
+	return n.curRole
+}
+
+// currentMasterAPI is the master's API base URL a slave names in its 403
+// answers ("" on a master, or when unknown).
+func (n *Node) currentMasterAPI() string {
+	n.curMu.Lock()
+	defer n.curMu.Unlock()
+	if n.curRole != core.Slave {
+		return ""
+	}
+	return n.curMasterAPI
+}

@@ -18,7 +18,7 @@ func Builtin() *Registry {
 			o.SegmentSize = opts.SegmentSize
 		}
 		if opts.MaxMessageSize > 0 {
-			o.MaxMessageSize = int(opts.MaxMessageSize)
+			o.MaxMessageSize = int(RecordLimit(opts.MaxMessageSize))
 		}
 		if opts.SyncFlush {
 			o.FlushMode = commitlog.FlushSync

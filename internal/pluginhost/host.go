@@ -367,7 +367,7 @@ func (h *Host) storeFactory(c Candidate, sum []byte) StoreFactory {
 			SegmentSize: opts.SegmentSize,
 			Options: map[string]string{
 				"sync_flush":       strconv.FormatBool(opts.SyncFlush),
-				"max_message_size": strconv.FormatInt(opts.MaxMessageSize, 10),
+				"max_message_size": strconv.FormatInt(RecordLimit(opts.MaxMessageSize), 10),
 			},
 		}, cfg)
 		if err != nil {

@@ -67,6 +67,22 @@ type Process struct {
 	monDone chan struct{}
 }
 
+// quietExit is the logger go-plugin gets: its INFO "plugin process exited"
+// for a clean exit (every stopped probe of `replicator plugins`, every
+// plugin stopped at shutdown) becomes a DEBUG line. A process that exits
+// with an error is still go-plugin's ERROR, and one that exits on its own
+// is the host's crash report. The plugins' relayed logs (Named) are
+// unchanged.
+type quietExit struct{ hclog.Logger }
+
+func (q quietExit) Info(msg string, args ...any) {
+	if msg == "plugin process exited" {
+		q.Logger.Debug(msg, args...)
+		return
+	}
+	q.Logger.Info(msg, args...)
+}
+
 // exitPoll is how often a process's monitor checks for an exit.
 const exitPoll = 100 * time.Millisecond
 
@@ -88,7 +104,7 @@ func Launch(c Candidate, opts LaunchOptions) (*Process, error) {
 		VersionedPlugins: map[int]goplugin.PluginSet{plugin.ProtocolVersion: kindPlugins()},
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		Logger:           opts.Logger,
+		Logger:           quietExit{opts.Logger},
 		AutoMTLS:         opts.AutoMTLS,
 		StartTimeout:     opts.StartTimeout,
 		GRPCDialOptions:  plugin.DialOptions(),

@@ -15,5 +15,9 @@
 //	m.Kill()            // kill -9, reaped
 //	m.Restart()         // same arguments, same ports, waits for /readyz
 //
+// StartAutoSwitch starts a node of either role with --ha-protocol autoswitch
+// and an HA address of its own (a slave listens on it once promoted);
+// Client.Role sends POST /v1/role and Client.WaitStatus polls the status.
+//
 // Processes never inherit REPLICATOR_* environment variables.
 package proctest

@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 // ReadRange reads [lo, hi) (absolute offsets) of a commit log made of
@@ -17,7 +18,7 @@ func ReadRange(dir string, segSize, lo, hi int64) ([]byte, error) {
 	for off := lo; off < hi; {
 		start := off - off%segSize
 		end := min(hi, start+segSize)
-		path := filepath.Join(dir, fmt.Sprintf("%020d", start))
+		path := filepath.Join(dir, store.SegmentName(start))
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("proctest: %w", err)
@@ -79,7 +80,7 @@ func ScanEnd(dir string, segSize int64) (end int64, records int, err error) {
 		if start != end {
 			return end, records, nil
 		}
-		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%020d", start)))
+		data, err := os.ReadFile(filepath.Join(dir, store.SegmentName(start)))
 		if err != nil {
 			return end, records, fmt.Errorf("proctest: %w", err)
 		}

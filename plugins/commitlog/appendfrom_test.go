@@ -383,7 +383,7 @@ func TestCommitLogPrefaultWindow(t *testing.T) {
 	waitPopulated(replica, mx+ahead-warmChunk, mx+ahead+warmChunk)
 
 	// Concurrent prefaulting of one fresh segment: the claims tile it.
-	s, err := createSegment(t.TempDir()+"/seg", 0, seg, master.log, master.now())
+	s, err := createSegment(t.TempDir()+"/seg", 0, seg, master.log, master.now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

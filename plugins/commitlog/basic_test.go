@@ -286,7 +286,7 @@ func TestCommitLogSegmentStarts(t *testing.T) {
 	}
 	mustClose(t, l)
 	segDir := filepath.Join(dir, "commitlog")
-	// Files that are not segments are not listed: a preallocated spare, a
+	// Files that are not segments are not listed: an older version's spare, a
 	// name that is not 20 digits, a directory with a segment's name.
 	for _, name := range []string{"00000000000000099999.tmp", "checkpoint", "0000000000000004096"} {
 		if err := os.WriteFile(filepath.Join(segDir, name), nil, 0o644); err != nil {

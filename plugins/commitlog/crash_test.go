@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 // crashImage builds a log whose checkpoint covers every record but the
@@ -158,12 +159,12 @@ func TestCommitLogCorruptMiddle(t *testing.T) {
 		{"body flipped in the 3rd-last segment", func(dir string) {
 			off := recIn(4)
 			patchSegment(t, dir, seg, off, func(b []byte, pos int64) { b[pos+120] ^= 1 })
-		}, fmt.Sprintf("%020d at offset %d", 4*seg, recIn(4))},
+		}, fmt.Sprintf("%s at offset %d", store.SegmentName(4*seg), recIn(4))},
 		{"header garbled in the first segment, no checkpoint", func(dir string) {
 			os.Remove(filepath.Join(dir, checkpointName))
 			off := recIn(0)
 			patchSegment(t, dir, seg, off, func(b []byte, pos int64) { b[pos+5] ^= 1 })
-		}, fmt.Sprintf("%020d at offset %d", 0, recIn(0))},
+		}, fmt.Sprintf("%s at offset %d", store.SegmentName(0), recIn(0))},
 		{"record zeroed below the flushed offset", func(dir string) {
 			off := recIn(5)
 			patchSegment(t, dir, seg, off, func(b []byte, pos int64) { clear(b[pos:]) })

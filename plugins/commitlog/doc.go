@@ -6,19 +6,59 @@
 //
 // # Layout
 //
-//	DATA/
-//	  commitlog/
-//	    00000000000000000000        segment: start offset, 20 zero-padded digits
-//	    00000000001073741824        next segment (start + SegmentSize)
-//	    00000000002147483648.tmp    preallocated next segment, renamed when used
-//	  commitlog.checkpoint          flushed offset + queue table (see checkpoint.go)
+//	DATA/                               RocketMQ's storePathRootDir
+//	  commitlog/                        only whole segment files, at every moment
+//	    00000000000000000000            segment: start offset, 20 zero-padded digits
+//	    00000000001073741824            next segment (start + SegmentSize)
+//	  commitlog.alloc/                  while open: segments being created
+//	    00000000002147483648.spare      the preallocated next segment
+//	  commitlog.checkpoint              flushed offset + queue table (see checkpoint.go)
+//	  abort                             while open (RocketMQ's: a crash leaves it)
 //
 // Every segment is SegmentSize bytes (default 1 GiB; any page multiple down
 // to 4 KiB for tests), created at full length with fallocate (so a full
 // disk is an error at creation, never a SIGBUS on write) and mapped
 // read-write, MAP_SHARED. Segment starts are multiples of SegmentSize and
 // consecutive. The log's min offset is the first segment's start; its max
-// offset is where the next byte goes.
+// offset is where the next byte goes. The segment size is the log's: Open
+// with another one fails with ErrSegmentSizeMismatch, naming the size the
+// files have.
+//
+// A segment file is created in commitlog.alloc (open, fallocate, mmap)
+// and renamed into commitlog/ once whole, so commitlog/ never holds a
+// partial, zero-length or temporary file, which a RocketMQ 4.9 broker
+// refuses to load (MappedFileQueue.load maps every file of the directory
+// as a segment and parses its name as the offset). Open removes what a
+// crash left in commitlog.alloc and Close removes the directory. A
+// segment renamed into place but not yet written (a crash right after a
+// roll) is zero-filled: recovery removes a zero-filled tail, as it does
+// for the next files a crashed broker had preallocated under their real
+// names. When commitlog/ is on another file system than DATA (a mount
+// point or a symlink), a rename between them is impossible: segments are
+// then created in place, without a spare, and a warning says so.
+//
+// # RocketMQ's files
+//
+// A RocketMQ 4.9 store root also holds checkpoint, abort, lock, config/,
+// consumequeue/ and index/. Open ignores them except as follows, and a
+// broker can open a directory replicator wrote (see
+// docs/on-disk-format.md):
+//
+//   - abort: created at Open (holding "replicator commitlog\n") and
+//     deleted by a clean Close, as a broker does at start and clean
+//     shutdown, so a broker started after a crash of this process recovers
+//     the store as abnormally shut down. An empty abort is a broker's: it
+//     is kept (the broker's consume queues and index still need its
+//     abnormal recovery).
+//   - checkpoint: the broker's StoreCheckpoint (a 4 KiB page of
+//     timestamps of its consume queues and index), never written or read
+//     here; replicator's own is commitlog.checkpoint. When the broker's
+//     checkpoint, or an abort file of a broker, is newer than
+//     commitlog.checkpoint, a broker used the directory since: Open
+//     recovers as without a checkpoint (the broker may have appended
+//     after replicator's clean end, or cut a torn tail).
+//   - consumequeue/, index/, config/ and lock are neither read nor
+//     changed by this package.
 //
 // # Records and the end-of-file filler
 //
@@ -50,6 +90,11 @@
 // created. Chunks may end inside a record; a dispatch cursor follows the
 // last whole record and keeps the queue table current, so a replica can be
 // promoted (Append refuses while the log ends inside a partial record).
+// Replicated bytes are dispatched off the append path, by a dispatcher
+// goroutine woken once the cursor trails the max offset by 256 KiB; Append
+// (promotion), Truncate and Close drain what it left first, and a
+// checkpoint written meanwhile holds the cursor, from which recovery
+// verifies the records as after any crash.
 //
 // # Reads
 //
@@ -76,8 +121,9 @@
 // resident set is the active segment, the preallocated next one, and what
 // readers touch, not the log's size.
 //
-// A preallocator creates the next segment in the background and, with
-// Prefault, populates it (MADV_POPULATE_WRITE): a roll is a rename, and
+// A preallocator creates the next segment in the background (in
+// commitlog.alloc) and, with Prefault, populates it (MADV_POPULATE_WRITE):
+// a roll is a rename into commitlog/, and
 // Append takes no page faults. Populating works in 2 MiB chunks on a
 // per-segment cursor, at most 64 MiB ahead of the writer (Append wakes it
 // every 2 MiB): first the active segment, then the next one, which is
@@ -87,12 +133,12 @@
 // replicated appends (AppendAt, AppendAtFrom) write with pwrite, which
 // fills fresh page-cache pages without the write fault (or populate) per
 // page that a copy through the mapping needs first, several times the
-// cost of the copy on a VM (docs/benchmarks.md). The written pages are
-// then mapped with one MADV_POPULATE_READ for the dispatch that reads
+// cost of the copy on a VM (docs/benchmarks.md). The dispatcher maps the
+// written pages with one MADV_POPULATE_READ per round before it reads
 // their record headers. A replica that Appends (promoted) populates ahead
 // again.
 //
-// AppendAtFrom (beyond store.Store; core.AppenderFrom) is AppendAt reading
+// AppendAtFrom (beyond store.Store; store.AppenderFrom) is AppendAt reading
 // its bytes from an io.Reader: a slave hands it the socket, and it reads
 // through a buffer it reuses (1 MiB at most) and pwrites each piece. The
 // put lock is not held while it reads; other writers (Append, AppendAt,
@@ -102,8 +148,11 @@
 // # Recovery (Open)
 //
 //  1. Segment files: names must be 20 digits; a zero-length last file is
-//     deleted (RocketMQ rule); any other size mismatch, an unaligned start or
-//     a gap refuses to open with a CorruptError naming the file.
+//     deleted (RocketMQ rule). Files that all have one other valid size and
+//     form a log of it were written with another SegmentSize: Open refuses
+//     with a *SegmentSizeError (ErrSegmentSizeMismatch, not corruption)
+//     naming that size. Any other size mismatch, an unaligned start or a
+//     gap refuses to open with a CorruptError naming the file.
 //  2. The scan verifies TOTALSIZE, MAGICCODE, every length, BODYCRC and
 //     PHYSICALOFFSET from min(checkpoint scan offset, start of the 3rd-last
 //     segment). Without a usable checkpoint the queue table is first rebuilt
@@ -146,7 +195,7 @@
 // All methods are safe for concurrent use. Locks, always taken in this
 // order: ckptMu (checkpoint writes, Truncate, restarting an empty log) →
 // mu (the put lock: Append, AppendAt, Truncate, segment list changes) →
-// gcMu / watchMu (leaves). Read, Bounds and the flush itself take no lock:
+// gcMu / the Watch notifier's lock (leaves). Read, Bounds and the flush itself take no lock:
 // the segment list is an atomically replaced slice and segments are pinned
 // by reference count. Goroutines: flusher, housekeeper (retention) and
 // preallocator, all stopped and awaited by Close.

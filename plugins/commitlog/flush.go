@@ -320,15 +320,9 @@ func (l *Log) preallocate(start int64) *segment {
 	if skip {
 		return nil
 	}
-	path := segmentPath(l.dir, start) + ".tmp"
-	if err := l.opts.Faults.check(FaultCreate, path); err != nil {
-		l.log.Warn("preallocating segment", "file", path, "error", err)
-		return nil
-	}
-	os.Remove(path) // a leftover of an earlier attempt
-	seg, err := createSegment(path, start, l.opts.SegmentSize, l.log, l.now())
+	seg, err := l.newSegment(start, true)
 	if err != nil {
-		l.log.Warn("preallocating segment", "file", path, "error", err)
+		l.log.Warn("preallocating segment", "start", start, "error", err)
 		return nil
 	}
 	// One page tells whether the kernel has MADV_POPULATE_WRITE; without

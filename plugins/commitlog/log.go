@@ -19,21 +19,27 @@ import (
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
-var _ store.Store = (*Log)(nil)
+var (
+	_ store.Store        = (*Log)(nil)
+	_ store.AppenderFrom = (*Log)(nil)
+)
 
 // Log is a RocketMQ-layout commit log on mmap'd segment files. It
 // implements store.Store; all methods are safe for concurrent use.
 type Log struct {
 	root     string // DATA
 	dir      string // DATA/commitlog
+	allocDir string // DATA/commitlog.alloc, or dir when segments are created in place
 	ckptPath string
 	opts     Options
 	log      hclog.Logger
 	m        *metrics
 	now      func() time.Time
 	maxRec   int
+	// keepAbort: DATA/abort is a RocketMQ broker's, kept at Close.
+	keepAbort bool
 
-	// Lock order: ckptMu before mu. gcMu and watchMu are leaves.
+	// Lock order: ckptMu before mu. gcMu and watch's lock are leaves.
 	ckptMu   sync.Mutex // serialises checkpoint writes with Truncate
 	lastCkpt checkpoint // guarded by ckptMu
 
@@ -43,7 +49,7 @@ type Log struct {
 	dispatched int64      // end of the last whole record (<= max)
 	lastTS     int64      // store timestamp of the last dispatched record
 	stalled    bool       // dispatch hit bytes that are not records
-	spare      *segment   // preallocated next segment, still named .tmp
+	spare      *segment   // preallocated next segment, still in allocDir
 	filling    bool       // an AppendAtFrom is reading into the log
 	fillDone   sync.Cond  // signalled when filling ends; L is &mu
 	fillBuf    []byte     // AppendAtFrom's read buffer, used while filling
@@ -55,8 +61,7 @@ type Log struct {
 	isClosed  atomic.Bool
 	dirDirty  atomic.Bool // a segment file was created since the last dir fsync
 	flushErr  atomic.Pointer[error]
-	watchMu   sync.Mutex
-	watchers  atomic.Pointer[[]chan<- struct{}]
+	watch     store.Notifier // Watch and its wake-ups (its lock is a leaf)
 	gcMu      sync.Mutex
 	gcDone    chan struct{} // closed when the current group commit ends
 	kick      chan struct{}
@@ -67,8 +72,10 @@ type Log struct {
 	// replicating is set by replicated appends and cleared by Append: a
 	// replica's pages are filled by pwrite, not populated ahead.
 	replicating atomic.Bool
-	done        chan struct{}
-	wg          sync.WaitGroup
+	// dispatchKick wakes the dispatcher (dispatch.go).
+	dispatchKick chan struct{}
+	done         chan struct{}
+	wg           sync.WaitGroup
 
 	// Test hooks, nil in production: flushHook runs before each flush;
 	// truncHook runs after each crash-safety step of Truncate and aborts it
@@ -96,21 +103,22 @@ func Open(dir string, opts Options) (*Log, error) {
 		now = time.Now
 	}
 	l := &Log{
-		root:      dir,
-		dir:       filepath.Join(dir, "commitlog"),
-		ckptPath:  filepath.Join(dir, checkpointName),
-		opts:      opts,
-		log:       lg.Named("commitlog"),
-		now:       now,
-		maxRec:    opts.maxRecord(),
-		queues:    queueTable{},
-		gcDone:    make(chan struct{}),
-		kick:      make(chan struct{}, 1),
-		allocReq:  make(chan int64, 1),
-		warmReq:   make(chan *segment, 1),
-		warmKick:  make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		warmAhead: cmp.Or(opts.warmAhead, prefaultAhead),
+		root:         dir,
+		dir:          filepath.Join(dir, "commitlog"),
+		ckptPath:     filepath.Join(dir, checkpointName),
+		opts:         opts,
+		log:          lg.Named("commitlog"),
+		now:          now,
+		maxRec:       opts.maxRecord(),
+		queues:       queueTable{},
+		gcDone:       make(chan struct{}),
+		kick:         make(chan struct{}, 1),
+		allocReq:     make(chan int64, 1),
+		warmReq:      make(chan *segment, 1),
+		warmKick:     make(chan struct{}, 1),
+		dispatchKick: make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		warmAhead:    cmp.Or(opts.warmAhead, prefaultAhead),
 	}
 	l.fillDone.L = &l.mu
 	l.segs.Store(&[]*segment{})
@@ -122,15 +130,25 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("commitlog: register metrics: %w", err)
 	}
 	l.m = m
-	if err := l.recover(); err != nil {
+	if err := l.setupAllocDir(); err != nil {
+		m.unregister()
+		return nil, err
+	}
+	err = l.recover()
+	if err == nil {
+		err = l.markOpen()
+	}
+	if err != nil {
 		for _, s := range l.segList() {
 			s.Release()
 		}
+		l.removeAllocDir()
 		m.unregister()
 		return nil, err
 	}
 	l.go_("commitlog-flusher", l.flusher)
 	l.go_("commitlog-housekeeper", l.housekeeper)
+	l.go_("commitlog-dispatcher", l.dispatcher)
 	if opts.Preallocate {
 		l.go_("commitlog-allocator", l.allocator)
 		if segs := l.segList(); len(segs) > 0 {
@@ -195,6 +213,7 @@ func (l *Log) Append(ctx context.Context, msg *record.Message) (store.AppendResu
 		l.mu.Unlock()
 		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w", store.ErrClosed)
 	}
+	l.dispatch() // a promoted replica: drain the dispatcher's work
 	if d, mx := l.dispatched, l.max.Load(); d != mx {
 		l.mu.Unlock()
 		return store.AppendResult{}, fmt.Errorf("commitlog: append: %w: the log ends inside a partial record at %d (max %d); truncate to %d first", store.ErrOffsetMismatch, d, mx, d)
@@ -228,7 +247,7 @@ func (l *Log) Append(ctx context.Context, msg *record.Message) (store.AppendResu
 	}
 	l.kickWarm(off, next)
 
-	l.notify()
+	l.watch.Notify()
 	l.m.appendedBytes.Add(float64(size))
 	l.m.appended.Inc()
 	l.m.maxOffset.Set(float64(next))
@@ -269,17 +288,16 @@ func (l *Log) roomFor(size int64) (*segment, error) {
 func (l *Log) roll(start int64) (*segment, error) {
 	seg := l.takeSpare(start)
 	if seg == nil {
-		if err := l.opts.Faults.check(FaultCreate, segmentPath(l.dir, start)); err != nil {
+		var err error
+		if seg, err = l.newSegment(start, false); err != nil {
 			return nil, err
 		}
-		var err error
-		seg, err = createSegment(segmentPath(l.dir, start), start, l.opts.SegmentSize, l.log, l.now())
-		if err != nil {
+		if err := l.install(seg); err != nil {
+			l.dropSpare(seg)
 			return nil, err
 		}
 		l.requestWarm(seg) // populate ahead of the appends, in the background
 	}
-	l.dirDirty.Store(true)
 	old := l.segList()
 	segs := make([]*segment, len(old), len(old)+1)
 	copy(segs, old)
@@ -289,37 +307,30 @@ func (l *Log) roll(start int64) (*segment, error) {
 		l.max.Store(start)
 	}
 	l.m.segments.Set(float64(len(segs)))
+	l.step(allocJoined, seg.path)
 	l.requestSpare(seg.end())
 	return seg, nil
 }
 
-// takeSpare renames the preallocated segment into place when it is the
-// one wanted (mu held).
+// takeSpare renames the preallocated segment into DATA/commitlog when it
+// is the one wanted (mu held).
 func (l *Log) takeSpare(start int64) *segment {
 	sp := l.spare
 	if sp == nil {
 		return nil
 	}
 	l.spare = nil
-	final := segmentPath(l.dir, start)
 	if sp.start != start {
 		l.dropSpare(sp)
 		return nil
 	}
-	if err := os.Rename(sp.path, final); err != nil {
-		l.log.Warn("installing preallocated segment", "file", final, "error", err)
+	if err := l.install(sp); err != nil {
+		l.log.Warn("installing preallocated segment", "error", err)
 		l.dropSpare(sp)
 		return nil
 	}
-	sp.path = final
 	sp.mtime.Store(l.now().UnixNano())
 	return sp
-}
-
-func (l *Log) dropSpare(sp *segment) {
-	path := sp.path
-	sp.Release()
-	os.Remove(path)
 }
 
 func (l *Log) requestWarm(seg *segment) {
@@ -333,7 +344,7 @@ func (l *Log) requestWarm(seg *segment) {
 }
 
 func (l *Log) requestSpare(start int64) {
-	if !l.opts.Preallocate {
+	if !l.opts.Preallocate || l.inPlace() {
 		return
 	}
 	select {
@@ -437,8 +448,6 @@ func (l *Log) replicaWrite(seg *segment, pos int64, p []byte) error {
 		clear(seg.data[pos : pos+int64(len(p))]) // what a short write left
 		return fmt.Errorf("write %s at %d: %w", seg.path, pos, err)
 	}
-	// dispatch reads every record's header through the mapping next.
-	seg.mapForRead(pos, pos+int64(len(p)))
 	return nil
 }
 
@@ -508,8 +517,8 @@ func (l *Log) publishAt(seg *segment, mx int64, n int) int64 {
 	next := mx + int64(n)
 	seg.mtime.Store(l.now().UnixNano())
 	l.max.Store(next)
-	l.dispatch()
-	l.notify()
+	l.kickDispatch()
+	l.watch.Notify()
 	l.m.appendedBytes.Add(float64(n))
 	l.m.maxOffset.Set(float64(next))
 	return next
@@ -561,93 +570,9 @@ func (l *Log) reset(offset int64) error {
 	return nil
 }
 
-// dispatch advances the dispatched offset over the whole records that
-// AppendAt has completed, keeping the queue table current (mu held).
-func (l *Log) dispatch() {
-	mx := l.max.Load()
-	segs := l.segList()
-	for l.dispatched < mx && !l.stalled {
-		seg, _ := segmentFor(segs, l.dispatched)
-		if seg == nil {
-			return
-		}
-		pos := l.dispatched - seg.start
-		end := min(mx, seg.end()) - seg.start
-		if seg.size-pos < record.FillerSize {
-			if mx < seg.end() {
-				return
-			}
-			l.dispatched = seg.end()
-			continue
-		}
-		info, err := record.VerifyHeader(seg.data[pos:end])
-		if errors.Is(err, record.ErrShort) {
-			return
-		}
-		if err == nil && info.Filler && info.Size != int32(seg.size-pos) {
-			err = fmt.Errorf("filler of %d bytes with %d left", info.Size, seg.size-pos)
-		}
-		if err != nil {
-			l.stalled = true
-			l.log.Warn("replicated bytes are not records; queue offsets stop here", "file", seg.path, "offset", l.dispatched, "error", err)
-			return
-		}
-		if info.Filler {
-			if mx < seg.end() {
-				return
-			}
-			l.dispatched = seg.end()
-			continue
-		}
-		l.queues.set(info.Topic, info.QueueID, info.QueueOffset+1)
-		l.dispatched += int64(info.Size)
-		l.lastTS = info.StoreTimestamp
-	}
-}
-
-func (l *Log) notify() {
-	ws := l.watchers.Load()
-	if ws == nil {
-		return
-	}
-	for _, ch := range *ws {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Watch registers ch for a non-blocking send whenever the max offset
 // changes (see store.Store).
-func (l *Log) Watch(ch chan<- struct{}) (cancel func()) {
-	l.watchMu.Lock()
-	defer l.watchMu.Unlock()
-	var old []chan<- struct{}
-	if p := l.watchers.Load(); p != nil {
-		old = *p
-	}
-	ws := append(old[:len(old):len(old)], ch)
-	l.watchers.Store(&ws)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.watchMu.Lock()
-			defer l.watchMu.Unlock()
-			cur := *l.watchers.Load()
-			next := make([]chan<- struct{}, 0, len(cur))
-			removed := false
-			for _, c := range cur {
-				if c == ch && !removed {
-					removed = true
-					continue
-				}
-				next = append(next, c)
-			}
-			l.watchers.Store(&next)
-		})
-	}
-}
+func (l *Log) Watch(ch chan<- struct{}) (cancel func()) { return l.watch.Watch(ch) }
 
 // Read returns a zero-copy view of at most max bytes from offset, never
 // crossing a segment end (see store.Store). It does not allocate. The view
@@ -773,8 +698,14 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	close(l.done)
 	l.wg.Wait()
+	l.mu.Lock()
+	l.dispatch() // what the dispatcher left, for the final checkpoint
+	l.mu.Unlock()
 
 	err := l.checkpointNow(true)
+	if err == nil {
+		err = l.markClosed() // a failed checkpoint leaves abort: not a clean shutdown
+	}
 	l.gcMu.Lock()
 	close(l.gcDone) // releases sync waiters; stays closed
 	l.gcMu.Unlock()
@@ -790,6 +721,7 @@ func (l *Log) Close() error {
 	if sp != nil {
 		l.dropSpare(sp)
 	}
+	l.removeAllocDir()
 	l.m.unregister()
 	l.log.Debug("closed", "max", l.max.Load(), "flushed", l.flushed.Load())
 	return err

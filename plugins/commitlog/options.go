@@ -87,7 +87,8 @@ type Options struct {
 	// Faults injects file-operation errors (fault tests, faultfs.go); nil = none.
 	Faults *Faults
 
-	warmAhead int64 // tests: how far ahead of the writer to prefault (0: prefaultAhead)
+	warmAhead int64                             // tests: how far ahead of the writer to prefault (0: prefaultAhead)
+	allocHook func(step allocStep, path string) // crash tests: called after each step of a segment's creation
 }
 
 // DefaultOptions returns RocketMQ's defaults: 1 GiB segments, 4 MiB

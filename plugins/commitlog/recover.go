@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 var zeroPage = make([]byte, 1<<16)
@@ -37,6 +38,11 @@ func (l *Log) recover() error {
 	l.segs.Store(&segs)
 	l.m.segments.Set(float64(len(segs)))
 	ck, cerr := readCheckpoint(l.ckptPath)
+	if cerr == nil {
+		if why := brokerRanSince(l.root, l.ckptPath); why != "" {
+			cerr = fmt.Errorf("%w: %s", errBrokerRan, why)
+		}
+	}
 	if len(segs) == 0 {
 		if cerr == nil && ck.Flushed > 0 {
 			l.log.Warn("no segment files; ignoring the checkpoint", "checkpoint", l.ckptPath, "flushed", ck.Flushed)
@@ -142,12 +148,15 @@ func (l *Log) loadSegments() ([]*segment, error) {
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasSuffix(name, ".tmp") {
-			if _, ok := parseSegmentName(strings.TrimSuffix(name, ".tmp")); ok {
-				os.Remove(filepath.Join(l.dir, name)) // an unused preallocated segment
+			if _, ok := store.ParseSegmentName(strings.TrimSuffix(name, ".tmp")); ok {
+				// An unused spare left by an older replicator, which
+				// preallocated here (now in allocDirName).
+				l.log.Info("removing an unused preallocated segment", "file", name)
+				os.Remove(filepath.Join(l.dir, name))
 				continue
 			}
 		}
-		start, ok := parseSegmentName(name)
+		start, ok := store.ParseSegmentName(name)
 		if !ok {
 			if strings.Trim(name, "0123456789") == "" {
 				return nil, corruptf(filepath.Join(l.dir, name), -1, nil, "segment name is not 20 digits")
@@ -178,6 +187,9 @@ func (l *Log) loadSegments() ([]*segment, error) {
 		}
 		starts = starts[:len(starts)-1]
 	}
+	if found, ok := uniformSize(l.dir, starts); ok && found != size {
+		return nil, &SegmentSizeError{Dir: l.dir, Found: found, Configured: size}
+	}
 	for i, st := range starts {
 		path := segmentPath(l.dir, st)
 		fi, err := os.Stat(path)
@@ -205,6 +217,31 @@ func (l *Log) loadSegments() ([]*segment, error) {
 		segs = append(segs, s)
 	}
 	return segs, nil
+}
+
+// uniformSize reports the size of the segment files when they form a
+// whole log with a segment size of their own: every file that size (a
+// page multiple, at least MinSegmentSize), starts multiples of it and
+// consecutive. Open then says "written with another segment size" rather
+// than "corrupt".
+func uniformSize(dir string, starts []int64) (int64, bool) {
+	size := int64(-1)
+	for i, st := range starts {
+		fi, err := os.Stat(segmentPath(dir, st))
+		if err != nil {
+			return 0, false
+		}
+		if i == 0 {
+			size = fi.Size()
+			if size < MinSegmentSize || size%pageSize != 0 {
+				return 0, false
+			}
+		}
+		if fi.Size() != size || st%size != 0 || i > 0 && st != starts[i-1]+size {
+			return 0, false
+		}
+	}
+	return size, size > 0
 }
 
 // walkHeaders rebuilds the queue table over [from, to) (to a segment

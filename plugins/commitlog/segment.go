@@ -6,34 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/edsrzf/mmap-go"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 var pageSize = int64(os.Getpagesize())
-
-// segmentName is RocketMQ's UtilAll.offset2FileName: 20 zero-padded digits.
-func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
-
-// parseSegmentName returns the start offset of a segment file name, or
-// false when the name is not 20 decimal digits.
-func parseSegmentName(name string) (int64, bool) {
-	if len(name) != 20 {
-		return 0, false
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < '0' || name[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(name, 10, 64)
-	return v, err == nil
-}
 
 // SegmentStarts lists the start offsets of the segment files (regular
 // files named by 20 decimal digits) in the commit-log directory dir, in
@@ -46,7 +29,7 @@ func SegmentStarts(dir string) ([]int64, error) {
 	}
 	var out []int64
 	for _, e := range ents {
-		if start, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
+		if start, ok := store.ParseSegmentName(e.Name()); ok && e.Type().IsRegular() {
 			out = append(out, start)
 		}
 	}
@@ -73,12 +56,50 @@ type segment struct {
 	trimmed atomic.Bool  // sealed, flushed and its pages released once
 }
 
+// allocStep names a step of creating a segment file, for crash tests
+// (Options.allocHook): a kill at any of them must leave DATA/commitlog
+// holding only whole segment files.
+type allocStep uint8
+
+const (
+	allocCreated   allocStep = iota + 1 // empty file created in the allocation directory
+	allocSized                          // fallocated to full length
+	allocMapped                         // mapped (and, for a spare, populated)
+	allocInstalled                      // renamed into DATA/commitlog, not yet part of the log
+	allocJoined                         // part of the log (the roll is done)
+	allocDropping                       // an unused spare is about to be removed
+)
+
+func (s allocStep) String() string {
+	switch s {
+	case allocCreated:
+		return "created"
+	case allocSized:
+		return "sized"
+	case allocMapped:
+		return "mapped"
+	case allocInstalled:
+		return "installed"
+	case allocJoined:
+		return "joined"
+	case allocDropping:
+		return "dropping"
+	}
+	return fmt.Sprintf("allocStep(%d)", uint8(s))
+}
+
 // createSegment creates path at full length (fallocate, so writes through
-// the mapping never hit ENOSPC as SIGBUS) and maps it.
-func createSegment(path string, start, size int64, lg hclog.Logger, now time.Time) (*segment, error) {
+// the mapping never hit ENOSPC as SIGBUS) and maps it. path is in the
+// allocation directory: the file joins DATA/commitlog only by a rename
+// once it is whole (Log.install). step, when not nil, is called after
+// each step (crash tests).
+func createSegment(path string, start, size int64, lg hclog.Logger, now time.Time, step func(allocStep, string)) (*segment, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: create segment: %w", err)
+	}
+	if step != nil {
+		step(allocCreated, path)
 	}
 	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
 		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
@@ -91,6 +112,9 @@ func createSegment(path string, start, size int64, lg hclog.Logger, now time.Tim
 			os.Remove(path)
 			return nil, fmt.Errorf("commitlog: size %s: %w", path, err)
 		}
+	}
+	if step != nil {
+		step(allocSized, path)
 	}
 	s, err := mapSegment(f, path, start, size, lg)
 	if err != nil {
@@ -296,4 +320,4 @@ func syncDir(dir string) error {
 	return nil
 }
 
-func segmentPath(dir string, start int64) string { return filepath.Join(dir, segmentName(start)) }
+func segmentPath(dir string, start int64) string { return filepath.Join(dir, store.SegmentName(start)) }

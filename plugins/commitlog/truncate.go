@@ -24,6 +24,7 @@ func (l *Log) Truncate(offset int64) error {
 	if l.closed {
 		return fmt.Errorf("commitlog: truncate: %w", store.ErrClosed)
 	}
+	l.dispatch() // the table below is exact: drain the dispatcher's work
 	mx := l.max.Load()
 	if offset == mx {
 		return nil
@@ -93,7 +94,7 @@ func (l *Log) Truncate(offset int64) error {
 	l.m.maxOffset.Set(float64(offset))
 	l.m.flushedOffset.Set(float64(flushed))
 	l.log.Info("truncated", "offset", offset, "old_max", mx)
-	l.notify()
+	l.watch.Notify()
 	return nil
 }
 

@@ -75,7 +75,17 @@
 // valid UTF-8, no '/' or '\\', no "..", no control characters, not starting
 // with '.', and not ending in ".tmp" or ".bak" (those are the store's own
 // files). Bodies: a JSON object of at most Options.MaxDocumentSize bytes
-// (default DefaultMaxDocumentSize, 16 MiB).
+// (default DefaultMaxDocumentSize, 16 MiB). The store as a whole is bounded:
+// at most Options.MaxDocuments documents (DefaultMaxDocuments, 256) whose
+// bodies sum to at most Options.MaxTotalSize bytes (DefaultMaxTotalSize,
+// 64 MiB); a Put or Apply that would pass a bound fails with ErrLimit and
+// changes nothing (a write that adds neither documents nor bytes always
+// passes, so a store opened over its bounds can shrink). Delete removes a
+// document: NAME.bak first, then NAME, then the directory is fsynced, so a
+// crash in between leaves the current document, never an older backup.
+// With Options.Registerer the store exports replicator_metadata_documents,
+// replicator_metadata_stored_bytes and
+// replicator_metadata_refused_writes_total{reason="documents"|"total_size"}.
 //
 // Store methods are safe for concurrent use. One mutex serialises
 // everything: reads are served from memory but wait for a write in
@@ -100,14 +110,18 @@
 //	                         200 {"name":"topics.json","dataVersion":{...}} with the bumped version
 //	                         400 bad name, body not JSON or not an object
 //	                         413 body over MaxDocumentSize (read through http.MaxBytesReader)
+//	                         507 the store's MaxDocuments or MaxTotalSize would be passed
 //	                         403 in read-only mode (slaves)
+//	DELETE /v1/metadata/{name}
+//	                         200 {"name":"x.json","deleted":true}; 404 when absent
+//	                         403 in read-only mode; 501 when the store is not a Deleter
 //
 // Every error answer is {"error":"<message>"} with Content-Type
 // application/json, and leaves nothing on disk changed. The handler checks
 // the name in the raw (escaped) path before routing, so "a%2Fb", "%2E%2E"
 // and ".." get a 400 from it; a ServeMux in front of it (the daemon's)
 // may answer a path with "." or ".." segments with its own redirect first.
-// Other methods get 405.
+// Other methods get 405 with an Allow header and a JSON message.
 //
 // # Slave syncer (NewSyncer)
 //
@@ -135,7 +149,10 @@
 // master's offsetTable entries (key "topic@group", value {queueId: offset})
 // are put into the local table (a put-all per key, as RocketMQ's
 // ConcurrentMap.putAll), so entries are always taken and never deleted.
-// Documents missing on the master are kept.
+// When Local is also a Deleter (*Store is), local documents the master no
+// longer lists are deleted first, in the same round (SyncResult.Deleted),
+// so a document deleted on the master disappears from its slaves and the
+// local bounds count what the master has.
 //
 // A round that fails (master unreachable, an answer malformed or over its
 // size bound, the local apply failing) changes nothing locally and is
@@ -148,6 +165,7 @@
 //	replicator_metadata_last_sync_timestamp_seconds  gauge, end of the last successful round
 //	replicator_metadata_sync_failures_total          counter, failed rounds
 //	replicator_metadata_documents_applied_total      counter, documents applied locally
+//	replicator_metadata_documents_deleted_total      counter, local documents deleted (gone on the master)
 //	replicator_metadata_sync_bytes_total             counter, document bytes fetched from the master
 //
 // HTTPSource bounds every answer before reading it: the list to
@@ -157,8 +175,8 @@
 // # Errors
 //
 // Sentinels, wrapped with context; check them with errors.Is: ErrNotFound,
-// ErrInvalidName, ErrInvalidDocument, ErrTooLarge, ErrBadResponse (a
-// malformed answer from a master), ErrClosed. A Store whose renames fail
+// ErrInvalidName, ErrInvalidDocument, ErrTooLarge, ErrLimit (a store bound),
+// ErrBadResponse (a malformed answer from a master), ErrClosed. A Store whose renames fail
 // half-way (the directory became unwritable) refuses further calls until
 // it is opened again, which recovers from the journal.
 //

@@ -17,6 +17,11 @@ const (
 	ConsumerOffsetName     = "consumerOffset.json"
 	DelayOffsetName        = "delayOffset.json"
 	DefaultMaxDocumentSize = 16 << 20 // bytes of a document body (PUT, Apply)
+	// DefaultMaxDocuments bounds the number of documents of a store: a
+	// RocketMQ broker keeps about ten files in DATA/config.
+	DefaultMaxDocuments = 256
+	// DefaultMaxTotalSize bounds the sum of a store's document bodies.
+	DefaultMaxTotalSize = 64 << 20
 	// MaxNameLen is the longest document name: NAME.bak and NAME.tmp must
 	// fit the usual 255-byte file-name limit.
 	MaxNameLen = 255 - len(".bak")
@@ -44,6 +49,9 @@ var (
 	ErrTooLarge = errors.New("metadata: document too large")
 	// ErrBadResponse: a master answered with something malformed.
 	ErrBadResponse = errors.New("metadata: malformed answer from master")
+	// ErrLimit: a write would take the store over Options.MaxDocuments or
+	// Options.MaxTotalSize; nothing changed.
+	ErrLimit = errors.New("metadata: store limit reached")
 	// ErrClosed: the component was closed.
 	ErrClosed = errors.New("metadata: closed")
 )
@@ -88,6 +96,15 @@ type Sink interface {
 	// of them are visible. An empty docs is a no-op. Apply keeps no
 	// reference to docs. It is idempotent.
 	Apply(ctx context.Context, docs []Document) error
+}
+
+// Deleter is a store that can remove documents (*Store). The HTTP handler
+// serves DELETE with it, and a Syncer whose Local is one deletes the
+// documents the master no longer has.
+type Deleter interface {
+	// Delete removes the document name durably, or fails with ErrNotFound
+	// (nothing changed).
+	Delete(ctx context.Context, name string) error
 }
 
 // ValidateName reports, wrapping ErrInvalidName, why name cannot name a

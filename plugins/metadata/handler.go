@@ -54,6 +54,12 @@ type PutResponse struct {
 	Version DataVersion `json:"dataVersion"`
 }
 
+// DeleteResponse is the body of a successful DELETE /v1/metadata/{name}.
+type DeleteResponse struct {
+	Name    string `json:"name"`
+	Deleted bool   `json:"deleted"`
+}
+
 // ErrorResponse is the body of every error answer.
 type ErrorResponse struct {
 	Error string `json:"error"`
@@ -81,10 +87,34 @@ func NewHandler(cfg HandlerConfig) (http.Handler, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	h := &handler{cfg: cfg, log: cfg.Logger.Named("metadata-http"), mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET "+APIPath, h.list)
-	h.mux.HandleFunc("GET "+apiPrefix+"{name}", h.get)
-	h.mux.HandleFunc("PUT "+apiPrefix+"{name}", h.put)
+	// Patterns without methods: the handler answers other methods itself,
+	// with a JSON 405 (ServeMux's own 405 is plain text).
+	h.mux.Handle(APIPath, methods{http.MethodGet: h.list})
+	h.mux.Handle(apiPrefix+"{name}", methods{http.MethodGet: h.get, http.MethodPut: h.put, http.MethodDelete: h.delete})
 	return h, nil
+}
+
+// methods routes by request method; GET routes take HEAD too; other methods
+// answer 405 with an Allow header and a JSON message.
+type methods map[string]http.HandlerFunc
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f, ok := m[r.Method]
+	if !ok && r.Method == http.MethodHead {
+		f, ok = m[http.MethodGet]
+	}
+	if ok {
+		f(w, r)
+		return
+	}
+	allow := make([]string, 0, len(m))
+	for _, k := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		if _, ok := m[k]; ok {
+			allow = append(allow, k)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("metadata: method %s not allowed (use %s)", r.Method, strings.Join(allow, ", ")))
 }
 
 // ServeHTTP checks the document name in the raw path first, so that every
@@ -164,8 +194,34 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, PutResponse{Name: doc.Name, Version: doc.Version})
 }
 
+// delete removes a document (master only).
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := ValidateName(name); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if h.cfg.ReadOnly {
+		writeError(w, http.StatusForbidden, errors.New("metadata: read-only (this node is a slave); delete on the master"))
+		return
+	}
+	d, ok := h.cfg.Store.(Deleter)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, errors.New("metadata: this node's metadata store plugin cannot delete documents"))
+		return
+	}
+	if err := d.Delete(r.Context(), name); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.Info("document deleted", "name", name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, DeleteResponse{Name: name, Deleted: true})
+}
+
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, ErrLimit):
+		writeError(w, http.StatusInsufficientStorage, err)
 	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidDocument):
 		writeError(w, http.StatusBadRequest, err)
 	case errors.Is(err, ErrTooLarge):

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -39,17 +40,33 @@ type Options struct {
 	// CreateDefaults creates the DefaultDocuments that are missing, with
 	// their empty RocketMQ bodies, on Open. A master sets it.
 	CreateDefaults bool
+	// MaxDocuments bounds the number of documents; a Put or Apply that
+	// would pass it fails with ErrLimit. 0 means DefaultMaxDocuments.
+	// Documents already on disk at Open are loaded even when they are more.
+	MaxDocuments int
+	// MaxTotalSize bounds the sum of the document bodies in bytes; a Put
+	// or Apply that would pass it fails with ErrLimit. 0 means
+	// DefaultMaxTotalSize.
+	MaxTotalSize int64
+	// Registerer receives the store's metrics
+	// (replicator_metadata_documents, replicator_metadata_stored_bytes,
+	// replicator_metadata_refused_writes_total); nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // DefaultOptions returns Options with every default filled in.
 func DefaultOptions() Options {
-	return Options{Clock: SystemClock(), Logger: hclog.NewNullLogger(), MaxDocumentSize: DefaultMaxDocumentSize}
+	return Options{Clock: SystemClock(), Logger: hclog.NewNullLogger(), MaxDocumentSize: DefaultMaxDocumentSize,
+		MaxDocuments: DefaultMaxDocuments, MaxTotalSize: DefaultMaxTotalSize}
 }
 
 // Validate reports options that cannot work.
 func (o Options) Validate() error {
 	if o.MaxDocumentSize < 0 {
 		return fmt.Errorf("metadata: MaxDocumentSize %d is negative", o.MaxDocumentSize)
+	}
+	if o.MaxDocuments < 0 || o.MaxTotalSize < 0 {
+		return fmt.Errorf("metadata: MaxDocuments %d or MaxTotalSize %d is negative", o.MaxDocuments, o.MaxTotalSize)
 	}
 	return nil
 }
@@ -65,6 +82,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxDocumentSize == 0 {
 		o.MaxDocumentSize = d.MaxDocumentSize
 	}
+	if o.MaxDocuments == 0 {
+		o.MaxDocuments = d.MaxDocuments
+	}
+	if o.MaxTotalSize == 0 {
+		o.MaxTotalSize = d.MaxTotalSize
+	}
 	return o
 }
 
@@ -78,8 +101,11 @@ type Store struct {
 
 	mu     sync.Mutex
 	docs   map[string]*stored
+	total  int64 // sum of len(body) of docs
 	closed bool
-	broken error // a failed commit left disk and memory apart; Open again
+
+	refused *prometheus.CounterVec // refused writes by reason: documents, total_size
+	broken  error                  // a failed commit left disk and memory apart; Open again
 
 	// crashHook, set by tests only, is called at each step of a write; when
 	// it returns true the write stops right there, as if the process died.
@@ -95,8 +121,9 @@ type stored struct {
 }
 
 var (
-	_ Source = (*Store)(nil)
-	_ Sink   = (*Store)(nil)
+	_ Source  = (*Store)(nil)
+	_ Sink    = (*Store)(nil)
+	_ Deleter = (*Store)(nil)
 )
 
 var errCrash = errors.New("metadata: simulated crash")
@@ -110,6 +137,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Store{dir: dir, opts: opts, log: opts.Logger.Named("metadata"), docs: make(map[string]*stored)}
+	if err := s.registerMetrics(opts.Registerer); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("metadata: create %s: %w", dir, err)
 	}
@@ -233,6 +263,7 @@ func (s *Store) load() error {
 		main, merr := s.readDoc(s.path(n))
 		if merr == nil {
 			s.docs[n] = main
+			s.total += int64(len(main.body))
 			continue
 		}
 		bak, berr := s.readDoc(s.path(n) + bakSuffix)
@@ -253,6 +284,11 @@ func (s *Store) load() error {
 			s.log.Warn("document file unreadable, using its backup", "name", n, "error", merr)
 		}
 		s.docs[n] = bak
+		s.total += int64(len(bak.body))
+	}
+	if len(s.docs) > s.opts.MaxDocuments || s.total > s.opts.MaxTotalSize {
+		s.log.Warn("the documents on disk are over the store limits; writes that add documents or bytes are refused until some are deleted",
+			"documents", len(s.docs), "max_documents", s.opts.MaxDocuments, "bytes", s.total, "max_total_size", s.opts.MaxTotalSize)
 	}
 	return nil
 }
@@ -361,6 +397,9 @@ func (s *Store) Put(ctx context.Context, name string, body json.RawMessage) (Doc
 	if d, ok := s.docs[name]; ok {
 		prev = d.version
 	}
+	if err := s.checkLimitsLocked([]Document{{Name: name, Body: canon}}, nil); err != nil {
+		return Document{}, err
+	}
 	doc := Document{Name: name, Version: prev.Next(s.opts.Clock.Now()), Body: canon}
 	if err := s.writeLocked([]Document{doc}); err != nil {
 		return Document{}, err
@@ -401,7 +440,129 @@ func (s *Store) Apply(ctx context.Context, docs []Document) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	if err := s.checkLimitsLocked(canon, nil); err != nil {
+		return err
+	}
 	return s.writeLocked(canon)
+}
+
+// checkLimitsLocked reports, wrapping ErrLimit, whether writing docs after
+// removing the names in gone would take the store over MaxDocuments or
+// MaxTotalSize. A write that adds neither documents nor bytes always
+// passes, so a store loaded over its limits can still shrink. s.mu is held.
+func (s *Store) checkLimitsLocked(docs []Document, gone []string) error {
+	count, total := len(s.docs), s.total
+	for _, n := range gone {
+		if d, ok := s.docs[n]; ok {
+			count--
+			total -= int64(len(d.body))
+		}
+	}
+	added := 0
+	for _, d := range docs {
+		if old, ok := s.docs[d.Name]; ok && !slices.Contains(gone, d.Name) {
+			total -= int64(len(old.body))
+		} else {
+			count++
+			added++
+		}
+		total += int64(len(d.Body))
+	}
+	switch {
+	case added > 0 && count > s.opts.MaxDocuments:
+		s.refusedInc("documents")
+		return fmt.Errorf("%w: %d documents, the limit is %d (delete some first)", ErrLimit, count, s.opts.MaxDocuments)
+	case total > s.opts.MaxTotalSize && total > s.total:
+		s.refusedInc("total_size")
+		return fmt.Errorf("%w: the documents would hold %d bytes, the limit is %d", ErrLimit, total, s.opts.MaxTotalSize)
+	}
+	return nil
+}
+
+func (s *Store) refusedInc(reason string) {
+	if s.refused != nil {
+		s.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+// registerMetrics registers the store's gauges and counter on reg (nil:
+// none).
+func (s *Store) registerMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicator_metadata_refused_writes_total",
+		Help: "Metadata writes (PUT, a slave's apply) refused by the store limits, by reason: documents (--metadata-max-documents) or total_size (--metadata-max-total-size).",
+	}, []string{"reason"})
+	cs := []prometheus.Collector{
+		s.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "replicator_metadata_documents",
+			Help: "Metadata documents in the store.",
+		}, func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(len(s.docs))
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "replicator_metadata_stored_bytes",
+			Help: "Sum of the metadata document bodies in the store, in bytes.",
+		}, func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(s.total)
+		}),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metadata: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Delete removes the document name (its file and its backup) durably, or
+// fails with ErrNotFound. The backup goes first: a crash in between leaves
+// the document whole, never resurrected from an older backup. A default
+// document deleted on a master is created again, empty, at the next Open.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return err
+	}
+	d, ok := s.docs[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	p := s.path(name)
+	for _, f := range []string{p + bakSuffix, p} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if f == p {
+				// The backup is gone and the document is not: memory
+				// still matches the main file.
+				_ = s.syncDir()
+			}
+			return fmt.Errorf("metadata: delete %s: %w", name, err)
+		}
+		if s.crash("removed " + filepath.Base(f)) {
+			return errCrash
+		}
+	}
+	if err := s.syncDir(); err != nil {
+		s.broken = err
+		return err
+	}
+	delete(s.docs, name)
+	s.total -= int64(len(d.body))
+	return nil
 }
 
 // Close makes further calls fail with ErrClosed. It is idempotent. All
@@ -490,7 +651,11 @@ func (s *Store) writeLocked(docs []Document) error {
 		}
 	}
 	for _, d := range docs {
+		if old, ok := s.docs[d.Name]; ok {
+			s.total -= int64(len(old.body))
+		}
 		s.docs[d.Name] = &stored{version: d.Version, body: slices.Clone(d.Body)}
+		s.total += int64(len(d.Body))
 	}
 	return nil
 }

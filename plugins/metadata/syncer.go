@@ -55,6 +55,9 @@ type SyncerConfig struct {
 type SyncResult struct {
 	// Applied lists the documents applied locally, sorted by name.
 	Applied []string
+	// Deleted lists the local documents deleted because the master no
+	// longer has them, sorted by name.
+	Deleted []string
 	// Bytes counts the document bytes fetched from the master.
 	Bytes int64
 	// Err is nil for a successful round.
@@ -82,6 +85,7 @@ type syncMetrics struct {
 	lastSync prometheus.Gauge
 	failures prometheus.Counter
 	applied  prometheus.Counter
+	deleted  prometheus.Counter
 	bytes    prometheus.Counter
 }
 
@@ -99,19 +103,45 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 			Name: "replicator_metadata_documents_applied_total",
 			Help: "Metadata documents applied locally by the syncer.",
 		}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replicator_metadata_documents_deleted_total",
+			Help: "Local metadata documents deleted by the syncer because the master no longer has them.",
+		}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "replicator_metadata_sync_bytes_total",
 			Help: "Bytes of metadata documents fetched from the master.",
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.lastSync, m.failures, m.applied, m.bytes} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("metadata: register metrics: %w", err)
+		// A node that changes role at runtime creates a new Syncer on the
+		// same registerer: it takes over the registered collectors, so
+		// counts are never lost.
+		var err error
+		if m.lastSync, err = registerSync(reg, m.lastSync); err != nil {
+			return nil, err
+		}
+		for _, c := range []*prometheus.Counter{&m.failures, &m.applied, &m.deleted, &m.bytes} {
+			if *c, err = registerSync(reg, *c); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return m, nil
+}
+
+// registerSync registers c, or returns the collector already registered
+// under its name when it has c's type.
+func registerSync[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("metadata: register metrics: %w", err)
+	}
+	return c, nil
 }
 
 // Syncer is the slave's timer-driven metadata sync (RocketMQ's
@@ -277,6 +307,7 @@ func (s *Syncer) record(res SyncResult) {
 	s.status.Healthy = true
 	s.status.LastSuccess = now
 	s.metrics.applied.Add(float64(len(res.Applied)))
+	s.metrics.deleted.Add(float64(len(res.Deleted)))
 	s.metrics.lastSync.Set(float64(now.UnixNano()) / 1e9)
 	switch s.state {
 	case stateFailing:
@@ -286,6 +317,9 @@ func (s *Syncer) record(res SyncResult) {
 	}
 	if len(res.Applied) > 0 {
 		s.log.Debug("metadata documents applied", "documents", res.Applied, "bytes", res.Bytes)
+	}
+	if len(res.Deleted) > 0 {
+		s.log.Info("metadata documents deleted: the master no longer has them", "documents", res.Deleted)
 	}
 	s.state = stateHealthy
 }
@@ -340,6 +374,25 @@ func (s *Syncer) sync(ctx context.Context) SyncResult {
 			doc.Body = body
 		}
 		docs = append(docs, doc)
+	}
+	// Deletions first: the local store limits then count what the master
+	// has, not the union of both.
+	if del, ok := s.cfg.Local.(Deleter); ok {
+		onMaster := make(map[string]bool, len(remote))
+		for _, e := range remote {
+			onMaster[e.Name] = true
+		}
+		for _, e := range localList {
+			if onMaster[e.Name] {
+				continue
+			}
+			err := del.Delete(ctx, e.Name)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				res.Err = fmt.Errorf("metadata: delete local %s: %w", e.Name, err)
+				return res
+			}
+			res.Deleted = append(res.Deleted, e.Name)
+		}
 	}
 	if err := s.cfg.Local.Apply(ctx, docs); err != nil {
 		res.Err = fmt.Errorf("metadata: apply locally: %w", err)

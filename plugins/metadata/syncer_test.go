@@ -461,14 +461,28 @@ func TestSyncerLifecycle(t *testing.T) {
 	if _, err := NewSyncer(SyncerConfig{}); err == nil {
 		t.Fatal("NewSyncer without Master and Local succeeded")
 	}
-	// The same registry twice: the second syncer cannot register.
+	// The same registry twice (a node changing role creates a new syncer):
+	// the second syncer takes over the first one's collectors.
 	reg := prometheus.NewRegistry()
 	cfg := SyncerConfig{Master: m.store, Local: s.store, Registerer: reg}
-	if _, err := NewSyncer(cfg); err != nil {
+	first, err := NewSyncer(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewSyncer(cfg); err == nil {
-		t.Fatal("duplicate registration succeeded")
+	second, err := NewSyncer(cfg)
+	if err != nil {
+		t.Fatalf("second syncer on the same registry: %v", err)
+	}
+	first.metrics.failures.Inc()
+	if first.metrics.failures != second.metrics.failures || first.metrics.lastSync != second.metrics.lastSync ||
+		testutil.ToFloat64(second.metrics.failures) != 1 {
+		t.Fatal("the second syncer does not count into the registered collectors")
+	}
+	// A collector of another kind under a syncer metric's name: refused.
+	clash := prometheus.NewRegistry()
+	clash.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "replicator_metadata_last_sync_timestamp_seconds", Help: "x"}))
+	if _, err := NewSyncer(SyncerConfig{Master: m.store, Local: s.store, Registerer: clash}); err == nil {
+		t.Fatal("a clashing registration succeeded")
 	}
 }
 

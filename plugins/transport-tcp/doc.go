@@ -67,13 +67,19 @@
 //     common name or one of its DNS names must be listed, else the
 //     handshake fails (logged and counted as a handshake error).
 //
-// A refused peer costs one accept, one log line and one close; it never
-// reaches the caller's Accept.
+// A refused peer costs one accept, at most one log line and one close; it
+// never reaches the caller's Accept. Warnings for refusals and failed
+// handshakes are rate-limited: one line per reason and peer address per
+// RefusalLogInterval (10 s), the next line saying how many were suppressed
+// (suppressed=N), and a refusal for the allow list names --ha-allow in its
+// hint; the metrics count every one (a burst of 900 refusals from one
+// address is one line, not 900).
 //
 // # Observability
 //
 // Options.Logger (hclog, nil = silent) gets debug lines per dial and accept,
-// one warning per refused connection or failed server handshake, and a
+// rate-limited warnings for refused connections and failed server
+// handshakes (above), and a
 // warning when socket options fail. Options.Registerer (nil = none) gets
 // replicator_transport_tcp_dials_total{result},
 // replicator_transport_tcp_accepts_total,

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replicatorhq/replicator/internal/backoff"
 	"github.com/replicatorhq/replicator/transport"
 )
 
@@ -74,8 +75,19 @@ type Options struct {
 	// "max_conns_per_ip"}. 0 means no limit.
 	MaxConns      int
 	MaxConnsPerIP int
-	// Logger receives debug lines for dials and accepts, one warning per
-	// refused connection or failed server handshake, and warnings for socket
+	// MaxTransferRate bounds, in bytes per second, what the listener's
+	// side writes on each accepted connection (the master's frames to one
+	// slave; RocketMQ 5 FlowMonitor, maxHaTransferByteInSecond with
+	// haFlowControlEnable). It keeps catch-up slaves, each reading the old
+	// log as fast as the master can send it, from taking the CPU, the disk
+	// and the link from the put path; a live slave needs only the producers'
+	// rate. 0 means no limit (RocketMQ's default). A throttled connection
+	// writes in chunks of at most 64 KiB, without vectored writes.
+	MaxTransferRate int64
+	// Logger receives debug lines for dials and accepts, warnings for
+	// refused connections and failed server handshakes (at most one per
+	// reason and address per RefusalLogInterval, with a count of the
+	// suppressed ones), and warnings for socket
 	// options that could not be set. nil means no logs.
 	Logger hclog.Logger
 	// Registerer, when set, receives the transport's metrics:
@@ -86,6 +98,13 @@ type Options struct {
 	// tracked only with MaxConns or MaxConnsPerIP) and
 	// replicator_transport_tcp_tls_handshake_errors_total (server side).
 	Registerer prometheus.Registerer
+}
+
+// refusalHint tells the operator what a refusal reason means.
+var refusalHint = map[string]string{
+	RefusedNotAllowed:    "the address is not in --ha-allow",
+	RefusedMaxConns:      "--ha-max-conns connections are open",
+	RefusedMaxConnsPerIP: "--ha-max-conns-per-ip connections are open from this address",
 }
 
 // Reasons of replicator_transport_tcp_refused_total.
@@ -111,6 +130,9 @@ func (o Options) Validate() error {
 	}
 	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
 		return fmt.Errorf("tcptransport: negative connection limit (MaxConns %d, MaxConnsPerIP %d)", o.MaxConns, o.MaxConnsPerIP)
+	}
+	if o.MaxTransferRate < 0 {
+		return fmt.Errorf("tcptransport: negative MaxTransferRate %d", o.MaxTransferRate)
 	}
 	for _, p := range o.Allow {
 		if !p.IsValid() {
@@ -208,6 +230,9 @@ type Transport struct {
 	open    prometheus.Gauge
 	// handshakeErr counts failed server-side TLS handshakes.
 	handshakeErr prometheus.Counter
+	// logLimit rate-limits the WARN lines of refused connections and
+	// failed handshakes (RefusalLogInterval per reason and address).
+	logLimit *logLimiter
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -226,6 +251,7 @@ func New(opts Options) *Transport {
 		opts.ReceiveBufferSize = max(opts.ReceiveBufferSize, 0)
 		opts.MaxConns = max(opts.MaxConns, 0)
 		opts.MaxConnsPerIP = max(opts.MaxConnsPerIP, 0)
+		opts.MaxTransferRate = max(opts.MaxTransferRate, 0)
 		opts.Allow = slices.DeleteFunc(slices.Clone(opts.Allow), func(p netip.Prefix) bool { return !p.IsValid() })
 		if opts.ServerTLS == nil || opts.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert {
 			opts.AllowClientNames = nil
@@ -237,7 +263,7 @@ func New(opts Options) *Transport {
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = DefaultKeepAlive
 	}
-	t := &Transport{opts: opts, log: log}
+	t := &Transport{opts: opts, log: log, logLimit: newLogLimiter(RefusalLogInterval, time.Now)}
 	dials := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "replicator_transport_tcp_dials_total",
 		Help: "HA connections dialed, by result.",
@@ -400,7 +426,10 @@ func (l *listener) Accept() (net.Conn, error) {
 		ip := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().WithZone("")
 		if reason := l.admit(ip); reason != "" {
 			l.t.refused.WithLabelValues(reason).Inc()
-			l.t.log.Warn("refusing HA connection", "remote", c.RemoteAddr().String(), "reason", reason)
+			if ok, n := l.t.logLimit.allow(reason + " " + ip.String()); ok {
+				l.t.log.Warn("refusing HA connection", "remote", c.RemoteAddr().String(), "reason", reason,
+					"hint", refusalHint[reason], "suppressed", n, "suppressed_window", RefusalLogInterval)
+			}
 			c.SetLinger(0) // reset: the refused peer holds no server-side state
 			c.Close()
 			continue
@@ -413,6 +442,9 @@ func (l *listener) Accept() (net.Conn, error) {
 			l.t.log.Warn("closing accepted connection: socket options", "remote", c.RemoteAddr().String(), "error", err)
 			out.Close()
 			continue
+		}
+		if r := l.t.opts.MaxTransferRate; r > 0 {
+			out = &throttledConn{Conn: out, flow: newFlowBucket(r, time.Now, time.Sleep)}
 		}
 		l.t.accepts.Inc()
 		l.t.log.Debug("accepted", "remote", c.RemoteAddr().String())
@@ -449,16 +481,11 @@ func newTLSListener(inner *listener, cfg *tls.Config) *tlsListener {
 
 func (l *tlsListener) acceptLoop() {
 	defer l.wg.Done()
-	backoff := 5 * time.Millisecond
+	var bo backoff.Backoff
 	for {
 		c, err := l.inner.Accept()
 		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
+			if backoff.Stopped(err, l.done) {
 				return
 			}
 			select { // a transient error (EMFILE...): report it, back off, go on
@@ -466,15 +493,12 @@ func (l *tlsListener) acceptLoop() {
 			case <-l.done:
 				return
 			}
-			select {
-			case <-time.After(backoff):
-			case <-l.done:
+			if !backoff.Sleep(bo.Next(), l.done) {
 				return
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = 5 * time.Millisecond
+		bo.Reset()
 		l.wg.Add(1)
 		go l.handshake(c)
 	}
@@ -511,7 +535,14 @@ func (l *tlsListener) handshake(c net.Conn) {
 		// Quiet only for a handshake that Close aborted.
 		aborted := refused == nil && l.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed))
 		if !aborted {
-			t.log.Warn("TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
+			key := "tls " + c.RemoteAddr().String()
+			if ap, perr := netip.ParseAddrPort(c.RemoteAddr().String()); perr == nil {
+				key = "tls " + ap.Addr().Unmap().String()
+			}
+			if ok, n := t.logLimit.allow(key); ok {
+				t.log.Warn("TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err,
+					"suppressed", n, "suppressed_window", RefusalLogInterval)
+			}
 		}
 		c.Close()
 		return

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/replicatorhq/replicator/sdk/record"
 )
@@ -55,6 +56,26 @@ type Store interface {
 
 	// Close flushes and releases the store. Calls after Close fail with ErrClosed.
 	Close() error
+}
+
+// AppenderFrom is an optional extension of Store, found with a type
+// assertion (the Store interface itself is unchanged). A slave whose store
+// implements it, on a connection with a file descriptor (plain TCP), hands
+// each frame body to the store as a reader over the socket, instead of
+// reading it into a buffer of its own for AppendAt: the store chooses where
+// the bytes land (the commitlog store reads them into a buffer it reuses
+// and writes them to the segment file with pwrite).
+//
+// AppendAtFrom reads exactly n bytes from r (as io.ReadFull) and appends
+// them at offset under AppendAt's rules: offset equals the max offset (or
+// is a segment boundary on an empty log), and the bytes do not cross a
+// segment end (ErrSegmentOverflow, checked before reading anything).
+// Nothing becomes visible to Read, Bounds or Watch before all n bytes are
+// in. If r fails, the log is unchanged and the returned error wraps r's.
+// r may block (it is a socket): the store must not hold, while it reads,
+// any lock that Read, Bounds or a flush needs.
+type AppenderFrom interface {
+	AppendAtFrom(offset int64, n int, r io.Reader) (int64, error)
 }
 
 // AppendResult describes a record that Append stored.

@@ -89,12 +89,12 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	bounds   store.Bounds
-	seq      uint64
-	watchers map[*chan<- struct{}]struct{}
-	dead     error // set once the plugin is known to be gone
-	closed   bool
+	mu     sync.Mutex
+	bounds store.Bounds
+	seq    uint64
+	watch  store.Notifier // Watch; woken outside mu
+	dead   error          // set once the plugin is known to be gone
+	closed bool
 
 	// Segment geometry at Open, for merging in-place ops: every segment
 	// starts at segAnchor plus a multiple of segSize (0: do not merge).
@@ -136,13 +136,12 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	cl := &Client{
-		rpc:      c.rpc,
-		cfg:      cfg,
-		log:      cfg.Logger,
-		shares:   resp.SharesFiles && !cfg.DisableMmap && mmapSupported,
-		ctx:      bctx,
-		cancel:   cancel,
-		watchers: make(map[*chan<- struct{}]struct{}),
+		rpc:    c.rpc,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		shares: resp.SharesFiles && !cfg.DisableMmap && mmapSupported,
+		ctx:    bctx,
+		cancel: cancel,
 	}
 	cl.observe(resp.Bounds)
 	cl.segSize, cl.segAnchor = cl.bounds.SegmentSize, cl.bounds.LastSegmentStart
@@ -185,22 +184,13 @@ func (c *Client) observe(p *storev1.Bounds) {
 	old := c.bounds
 	c.seq, c.bounds = p.Seq, boundsFromProto(p)
 	moved := old.Max != c.bounds.Max
-	var ws []chan<- struct{}
-	if moved {
-		for w := range c.watchers {
-			ws = append(ws, *w)
-		}
-	}
 	minUp, newMin := c.bounds.Min > old.Min, c.bounds.Min
 	c.mu.Unlock()
 	if minUp && c.rd != nil {
 		c.rd.trim(newMin)
 	}
-	for _, ch := range ws {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	if moved {
+		c.watch.Notify()
 	}
 }
 
@@ -219,19 +209,10 @@ func (c *Client) markDead(err error) {
 	if first {
 		c.dead = err
 	}
-	var ws []chan<- struct{}
-	for w := range c.watchers {
-		ws = append(ws, *w)
-	}
 	c.mu.Unlock()
 	if first {
 		c.log.Error("store plugin is gone", "error", err)
-		for _, ch := range ws {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+		c.watch.Notify()
 	}
 }
 
@@ -501,15 +482,7 @@ func (c *Client) Flush() error {
 // Watch registers ch for a non-blocking send whenever the max offset
 // changes, and once when the plugin is found gone.
 func (c *Client) Watch(ch chan<- struct{}) (cancel func()) {
-	key := &ch
-	c.mu.Lock()
-	c.watchers[key] = struct{}{}
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.watchers, key)
-		c.mu.Unlock()
-	}
+	return c.watch.Watch(ch)
 }
 
 // Close drains the append stream, closes the plugin's store and releases
@@ -587,17 +560,8 @@ func (c *Client) appendInPlace(offset int64, data []byte) (newMax int64, done bo
 	newMax = offset + int64(len(data))
 	c.mu.Lock()
 	c.proj = newMax
-	ws := make([]chan<- struct{}, 0, len(c.watchers))
-	for w := range c.watchers {
-		ws = append(ws, *w)
-	}
 	c.mu.Unlock()
-	for _, ch := range ws {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	c.watch.Notify()
 	return newMax, true, nil
 }
 

@@ -114,18 +114,9 @@ func (c *Client) appendEncoded(ctx context.Context, msg *record.Message) (res st
 	c.mu.Lock()
 	c.proj = next
 	c.queues[key] = qo + 1
-	ws := make([]chan<- struct{}, 0, len(c.watchers))
-	for w := range c.watchers {
-		ws = append(ws, *w)
-	}
 	c.mu.Unlock()
 	c.hostAppended.Add(1)
-	for _, ch := range ws {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	c.watch.Notify()
 	return store.AppendResult{Offset: proj, NextOffset: next, QueueOffset: qo, StoreTimestamp: ts, Size: int32(size)}, true, nil
 }
 

@@ -7,12 +7,12 @@ import (
 	"io"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicatorhq/replicator/internal/backoff"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/proto/transportv1"
 	"github.com/replicatorhq/replicator/transport"
@@ -114,7 +114,7 @@ func (s *server) Listen(_ context.Context, req *transportv1.ListenRequest) (*tra
 // listener is stopped or fails for good.
 func (s *server) acceptLoop(id uint64, l *srvListener, ch *fdSender) {
 	defer close(l.done)
-	backoff := 5 * time.Millisecond
+	var bo backoff.Backoff
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -130,16 +130,14 @@ func (s *server) acceptLoop(id uint64, l *srvListener, ch *fdSender) {
 				}
 				return
 			}
-			s.log.Warn("accept failed; retrying", "addr", l.ln.Addr().String(), "error", err, "backoff", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-l.stopped:
+			d := bo.Next()
+			s.log.Warn("accept failed; retrying", "addr", l.ln.Addr().String(), "error", err, "backoff", d)
+			if !backoff.Sleep(d, l.stopped) {
 				return
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = 5 * time.Millisecond
+		bo.Reset()
 		if err := ch.send(recAccepted, id, c); err != nil {
 			s.log.Error("cannot hand an accepted connection to the host; dropping it", "remote", c.RemoteAddr().String(), "error", err)
 		}

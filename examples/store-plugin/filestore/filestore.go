@@ -33,7 +33,7 @@ type Store struct {
 	flushed  int64
 	scanned  int64            // queue offsets are known for records below
 	queues   map[string]int64 // "topic\x00queue" -> next queue offset
-	watchers map[*chan<- struct{}]struct{}
+	watch    store.Notifier
 	closed   bool
 }
 
@@ -50,7 +50,7 @@ func Open(dir string, segSize int64) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
-	s := &Store{dir: dir, segSize: segSize, now: time.Now, queues: map[string]int64{}, watchers: map[*chan<- struct{}]struct{}{}}
+	s := &Store{dir: dir, segSize: segSize, now: time.Now, queues: map[string]int64{}}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -58,7 +58,7 @@ func Open(dir string, segSize int64) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) segPath(base int64) string { return filepath.Join(s.dir, fmt.Sprintf("%020d", base)) }
+func (s *Store) segPath(base int64) string { return filepath.Join(s.dir, store.SegmentName(base)) }
 
 // Path is the file name of the segment starting at base.
 func (s *Store) Path(base int64) string { return s.segPath(base) }
@@ -70,11 +70,8 @@ func (s *Store) recover() error {
 	}
 	var bases []int64
 	for _, e := range ents {
-		if len(e.Name()) != 20 {
-			continue
-		}
-		b, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err != nil {
+		b, ok := store.ParseSegmentName(e.Name())
+		if !ok {
 			continue
 		}
 		bases = append(bases, b)
@@ -180,15 +177,6 @@ func (s *Store) addSegment(base int64) (*os.File, error) {
 	return f, nil
 }
 
-func (s *Store) notify() {
-	for w := range s.watchers {
-		select {
-		case *w <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // catchUpQueues learns the queue offsets of records below max that it has
 // not seen (written by AppendAt or found at Open).
 func (s *Store) catchUpQueues() error {
@@ -277,7 +265,7 @@ func (s *Store) Append(_ context.Context, msg *record.Message) (store.AppendResu
 	s.queues[k] = qo + 1
 	s.max += int64(size)
 	s.scanned = s.max
-	s.notify()
+	s.watch.Notify()
 	return res, nil
 }
 
@@ -316,7 +304,7 @@ func (s *Store) AppendAt(offset int64, data []byte) (int64, error) {
 		return s.max, fmt.Errorf("filestore: %w", err)
 	}
 	s.max += int64(len(data))
-	s.notify()
+	s.watch.Notify()
 	return s.max, nil
 }
 
@@ -460,7 +448,7 @@ func (s *Store) Truncate(offset int64) error {
 	s.max = offset
 	s.flushed = min(s.flushed, offset)
 	s.scanned, s.queues = s.min, map[string]int64{}
-	s.notify()
+	s.watch.Notify()
 	return nil
 }
 
@@ -486,15 +474,7 @@ func (s *Store) flushLocked() error {
 
 // Watch registers ch for a non-blocking send whenever the max offset changes.
 func (s *Store) Watch(ch chan<- struct{}) (cancel func()) {
-	key := &ch
-	s.mu.Lock()
-	s.watchers[key] = struct{}{}
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		delete(s.watchers, key)
-		s.mu.Unlock()
-	}
+	return s.watch.Watch(ch)
 }
 
 // Close flushes and closes the files.

@@ -100,6 +100,32 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 		}
 	})
 
+	t.Run("DeleteWhenADeleter", func(t *testing.T) {
+		st := open(t)
+		del, ok := st.(metadata.Deleter)
+		if !ok {
+			t.Skip("not a metadata.Deleter: the syncer keeps documents the master deleted")
+		}
+		if err := st.Apply(ctx, []metadata.Document{{Name: "a.json", Body: body(`{}`)}, {Name: "b.json", Body: body(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := del.Delete(ctx, "a.json"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Get(ctx, "a.json"); !errors.Is(err, metadata.ErrNotFound) {
+			t.Fatalf("Get after Delete = %v", err)
+		}
+		if err := del.Delete(ctx, "a.json"); !errors.Is(err, metadata.ErrNotFound) {
+			t.Fatalf("Delete again = %v", err)
+		}
+		if err := del.Delete(ctx, "../x"); !errors.Is(err, metadata.ErrInvalidName) {
+			t.Fatalf("Delete of a bad name = %v", err)
+		}
+		if list, err := st.List(ctx); err != nil || len(list) != 1 || list[0].Name != "b.json" {
+			t.Fatalf("List after Delete = %+v %v", list, err)
+		}
+	})
+
 	t.Run("CancelledContext", func(t *testing.T) {
 		st := open(t)
 		cctx, cancel := context.WithCancel(ctx)

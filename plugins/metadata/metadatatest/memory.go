@@ -32,6 +32,7 @@ type Memory struct {
 var (
 	_ metadata.LocalStore    = (*Memory)(nil)
 	_ metadata.DocumentStore = (*Memory)(nil)
+	_ metadata.Deleter       = (*Memory)(nil)
 )
 
 // NewMemory returns an empty store; now stamps versions in Put (nil means
@@ -131,5 +132,22 @@ func (m *Memory) Apply(ctx context.Context, docs []metadata.Document) error {
 	if len(staged) > 0 {
 		m.Applies++
 	}
+	return nil
+}
+
+// Delete implements metadata.Deleter.
+func (m *Memory) Delete(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := metadata.ValidateName(name); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.docs[name]; !ok {
+		return fmt.Errorf("%w: %q", metadata.ErrNotFound, name)
+	}
+	delete(m.docs, name)
 	return nil
 }

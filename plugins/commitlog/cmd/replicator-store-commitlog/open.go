@@ -22,7 +22,7 @@ type sharedLog struct {
 }
 
 func (s sharedLog) SegmentFile(base int64) (string, bool) {
-	p := filepath.Join(s.dir, "commitlog", fmt.Sprintf("%020d", base))
+	p := filepath.Join(s.dir, "commitlog", store.SegmentName(base))
 	if _, err := os.Stat(p); err != nil {
 		return "", false
 	}

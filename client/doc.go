@@ -1,0 +1,66 @@
+// Package client is the Go producer of a replicator node: it stores
+// messages on the master through the node's producer stream, a gRPC
+// bidirectional stream served on the node's API port (--listen) next to the
+// JSON HTTP API, with the same TLS, bearer token and connection limits.
+//
+//	p, err := client.Dial(ctx, []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"},
+//		client.WithToken(token))
+//	res, err := p.Send(ctx, &client.Message{Topic: "TopicTest", Body: body})
+//	f := p.SendAsync(&client.Message{Topic: "TopicTest", Body: body}) // many in flight
+//	res, err = f.Result()
+//	err = p.Close() // waits for every result
+//
+// # Batching and back-pressure
+//
+// Every Send and SendAsync joins a queue; one writer per producer sends
+// the queue in batches (PutRequest) of at most WithMaxBatch bytes and
+// messages: whatever queued while the previous batch was written leaves
+// together, and WithLinger makes a batch wait for more. The node stores the
+// messages of a stream concurrently, so the sync puts of a batch share one
+// replication wait (group commit), and answers each message by its
+// sequence number. The bytes of messages queued or sent without a result
+// are bounded (WithMaxInflightBytes): past the bound Send and SendAsync
+// block. The node bounds its side too: it stops reading a stream whose
+// unanswered messages pass 32 MiB, and HTTP/2 flow control holds the
+// producer.
+//
+// # Order
+//
+// Messages in flight together are stored concurrently, in any order (as
+// RocketMQ's asynchronous sends): to store messages in an order, send each
+// after the previous one's result, with Send.
+//
+// # Results and errors
+//
+// A stored message has a Result: the RocketMQ put status (PUT_OK,
+// FLUSH_SLAVE_TIMEOUT, ... all mean stored on the master), its commit-log
+// offset, next offset and queue offset. A message that is not stored has a
+// *PutError that matches, with errors.Is, either ErrNotStored (certainly
+// not stored: sending it again is safe) or ErrMayBeStored (it reached a
+// node, or may have, and no answer came: sending it again may store it
+// twice), and one kind: ErrTooLarge, ErrInvalidMessage, ErrNoMaster,
+// ErrUnavailable, ErrFenced (stored on a master that was demoted while it
+// waited for its slaves: it may be cut), ErrNoSpace, ErrUnauthenticated,
+// ErrProtocol, ErrInternal, ErrClosed, or the caller's context error.
+//
+// # Retries and the master
+//
+// The producer sends a message again only when it is certainly not stored:
+// the stream could not open (connection refused: the next address is
+// tried, with a pause from 10 ms to 1 s once every address failed), a slave
+// answered (slave write protection: the producer goes to the master the
+// slave names, else to the next address), a demoted master refused it
+// before storing it, or the node was shutting down. It retries for
+// WithRetryTimeout (30 s) at most, or until the Send's context ends. A
+// message sent on a stream that then broke (a node restart, a reset
+// connection, a node that stopped answering keepalive pings for 15 s) is
+// never sent again: its error says it may be stored.
+//
+// # Wire
+//
+// The stream is replicator.producer.v1.Producer/Put (sdk/proto/producerv1):
+// HTTP/2 with prior knowledge on a plain port, ALPN h2 over TLS, the token
+// in the "authorization" metadata. Each PutRequest holds messages with a
+// growing sequence number (from 1 per stream); each PutResponse holds
+// results in completion order, each tagged by its message's sequence.
+package client

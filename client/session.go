@@ -1,0 +1,489 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicatorhq/replicator/sdk/proto/producerv1"
+)
+
+// run opens a stream to the current target whenever messages are queued,
+// and moves to another node when the stream cannot open or a node says it
+// is not the master.
+func (p *Producer) run() {
+	defer close(p.runDone)
+	backoff := time.Duration(0)
+	for {
+		if !p.waitQueued() {
+			return
+		}
+		p.mu.Lock()
+		hp := p.addrs[p.cur]
+		p.mu.Unlock()
+		out := p.session(hp)
+		switch {
+		case out.next != "":
+			// A slave named its master: go there at once.
+			p.mu.Lock()
+			p.cur = p.addAddrLocked(out.next, p.secure[hp] || p.opts.tls != nil)
+			p.mu.Unlock()
+			p.log.Info("following the master", "from", hp, "to", out.next)
+			backoff = 0
+			continue
+		case out.ok:
+			backoff = 0
+			continue
+		}
+		// The node could not take the messages: try the next address,
+		// with a growing pause once every address has failed in a row.
+		p.mu.Lock()
+		p.cur = (p.cur + 1) % len(p.addrs)
+		wrapped := p.cur == 0
+		p.mu.Unlock()
+		p.failQueued(false, func(*Future) *PutError {
+			return &PutError{Storage: NotStored, Kind: out.kind, Node: hp, Message: out.msg}
+		})
+		if wrapped || len(p.addrs) == 1 {
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-p.closeCh:
+				t.Stop()
+				return
+			}
+		}
+	}
+}
+
+// waitQueued waits until messages are queued; false when the producer
+// closed.
+func (p *Producer) waitQueued() bool {
+	for {
+		p.mu.Lock()
+		n := len(p.queue)
+		p.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+		select {
+		case <-p.wake:
+		case <-p.closeCh:
+			return false
+		}
+	}
+}
+
+// sessionEnd says how a stream ended.
+type sessionEnd struct {
+	ok   bool   // ended cleanly (idle, or drained with every message answered)
+	next string // a slave's master to go to
+	kind error  // why queued messages were not taken (not ok)
+	msg  string
+}
+
+// session is one stream to hp.
+type session struct {
+	p      *Producer
+	hp     string
+	stream producerv1.Producer_PutClient
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	inflight   map[uint64]*Future
+	seq        uint64
+	stop       chan struct{} // writer: stop sending, half-close
+	stopOnce   sync.Once
+	next       string // redirect target
+	redirected bool
+	open       int           // batches sent and not wholly answered
+	room       chan struct{} // an open batch closed (cap 1)
+}
+
+// batchRef counts the messages of a sent batch without an answer.
+type batchRef struct{ left int }
+
+func (p *Producer) session(hp string) sessionEnd {
+	cc, err := p.conn(hp)
+	if err != nil {
+		return sessionEnd{kind: ErrUnavailable, msg: err.Error()}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if p.opts.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.opts.token)
+	}
+	stream, err := producerv1.NewProducerClient(cc).Put(ctx)
+	if err != nil {
+		return sessionEnd{kind: ErrUnavailable, msg: fmt.Sprintf("opening the stream: %v", err)}
+	}
+	s := &session{p: p, hp: hp, stream: stream, cancel: cancel, inflight: map[uint64]*Future{}, stop: make(chan struct{}), room: make(chan struct{}, 1)}
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		s.writer()
+	}()
+	rerr := s.reader()
+	s.halt()
+	cancel()
+	<-wdone
+	return s.finish(rerr)
+}
+
+func (s *session) halt() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// writer sends queued messages in batches until halted or the stream
+// fails, then half-closes the stream.
+func (s *session) writer() {
+	p := s.p
+	var batch []*Future
+	last := 0 // the size of the previous batch
+	for {
+		if !s.waitWork() {
+			s.stream.CloseSend()
+			return
+		}
+		if !s.waitRoom() {
+			s.stream.CloseSend()
+			return
+		}
+		if p.opts.linger > 0 {
+			s.linger()
+		} else if last > 1 && p.queued() < last/2 {
+			// The senders of the batch just answered are waking up:
+			// let them queue before this batch leaves.
+			runtime.Gosched()
+		}
+		batch = p.takeBatch(batch[:0])
+		last = len(batch)
+		if len(batch) == 0 {
+			continue
+		}
+		req := &producerv1.PutRequest{Messages: make([]*producerv1.Message, 0, len(batch))}
+		ref := &batchRef{left: len(batch)}
+		s.mu.Lock()
+		s.open++
+		for _, f := range batch {
+			f.batch = ref
+			s.seq++
+			f.msg.Sequence = s.seq
+			s.inflight[s.seq] = f
+			req.Messages = append(req.Messages, f.msg)
+		}
+		s.mu.Unlock()
+		if err := s.stream.Send(req); err != nil {
+			// The reader sees the stream's error and settles the batch.
+			return
+		}
+		clear(batch)
+	}
+}
+
+// waitRoom waits until fewer than the maximum batches are open; false when
+// halted.
+func (s *session) waitRoom() bool {
+	for {
+		s.mu.Lock()
+		open := s.open
+		s.mu.Unlock()
+		if open < s.p.opts.maxBatches {
+			return true
+		}
+		select {
+		case <-s.room:
+		case <-s.stop:
+			return false
+		}
+	}
+}
+
+// answered counts f's answer against its batch.
+func (s *session) answeredLocked(f *Future) {
+	if f.batch == nil {
+		return
+	}
+	f.batch.left--
+	if f.batch.left == 0 {
+		s.open--
+		select {
+		case s.room <- struct{}{}:
+		default:
+		}
+	}
+	f.batch = nil
+}
+
+// waitWork waits for queued messages; false when halted or closing with
+// nothing queued.
+func (s *session) waitWork() bool {
+	p := s.p
+	for {
+		select {
+		case <-s.stop:
+			return false
+		default:
+		}
+		p.mu.Lock()
+		n := len(p.queue)
+		p.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+		select {
+		case <-p.wake:
+		case <-s.stop:
+			return false
+		case <-p.closeCh:
+			return false
+		}
+	}
+}
+
+// linger waits up to the linger time for a full batch.
+func (s *session) linger() {
+	p := s.p
+	t := time.NewTimer(p.opts.linger)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		n, bytes := 0, 0
+		for _, f := range p.queue {
+			if f.state.Load() == stQueued {
+				n++
+				bytes += len(f.msg.Body)
+			}
+		}
+		p.mu.Unlock()
+		if n >= p.opts.maxBatchMessages || bytes >= p.opts.maxBatchBytes {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-p.wake:
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// queued is the length of the queue.
+func (p *Producer) queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+// takeBatch moves queued messages, up to the batch caps, into batch and
+// marks them sent.
+func (p *Producer) takeBatch(batch []*Future) []*Future {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bytes, i := 0, 0
+	for ; i < len(p.queue); i++ {
+		f := p.queue[i]
+		if len(batch) > 0 && (len(batch) >= p.opts.maxBatchMessages || bytes+len(f.msg.Body) > p.opts.maxBatchBytes) {
+			break
+		}
+		if !f.state.CompareAndSwap(stQueued, stSent) {
+			continue // cancelled
+		}
+		batch = append(batch, f)
+		bytes += len(f.msg.Body)
+	}
+	n := copy(p.queue, p.queue[i:])
+	clear(p.queue[n:])
+	p.queue = p.queue[:n]
+	if n > 0 {
+		// More is queued than this batch took: wake the writer again.
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	return batch
+}
+
+// reader receives results until the stream ends.
+func (s *session) reader() error {
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			return err
+		}
+		var retry []*Future
+		for _, r := range resp.GetResults() {
+			s.mu.Lock()
+			f := s.inflight[r.GetSequence()]
+			delete(s.inflight, r.GetSequence())
+			if f != nil {
+				s.answeredLocked(f)
+			}
+			s.mu.Unlock()
+			if f == nil {
+				continue // not ours: ignore rather than trust it
+			}
+			if again := s.settle(f, r); again {
+				retry = append(retry, f)
+			}
+		}
+		if len(retry) > 0 {
+			s.p.requeue(retry)
+		}
+	}
+}
+
+// settle completes f with r, or reports that f must be sent again (the
+// node certainly did not store it and another node may).
+func (s *session) settle(f *Future, r *producerv1.Result) bool {
+	switch r.GetStorage() {
+	case producerv1.Storage_STORAGE_STORED:
+		f.complete(Result{
+			Status: statusOf(r.GetStatus()), Offset: r.GetOffset(), NextOffset: r.GetNextOffset(),
+			QueueOffset: r.GetQueueOffset(), Node: s.hp,
+		}, nil)
+		return false
+	case producerv1.Storage_STORAGE_NOT_STORED:
+		e := &PutError{Storage: NotStored, Node: s.hp, Message: r.GetMessage()}
+		switch r.GetError() {
+		case producerv1.Error_ERROR_INVALID_MESSAGE:
+			e.Kind = ErrInvalidMessage
+		case producerv1.Error_ERROR_TOO_LARGE:
+			e.Kind = ErrTooLarge
+		case producerv1.Error_ERROR_NO_SPACE:
+			e.Kind = ErrNoSpace
+		case producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED, producerv1.Error_ERROR_NOT_MASTER:
+			e.Kind = ErrNoMaster
+			if s.p.opts.noFollow {
+				break
+			}
+			f.lastErr = e
+			s.redirect(r.GetMasterApi())
+			return true
+		case producerv1.Error_ERROR_SHUTTING_DOWN:
+			e.Kind = ErrUnavailable
+			f.lastErr = e
+			s.redirect("")
+			return true
+		default:
+			e.Kind = ErrInternal
+		}
+		f.complete(Result{}, e)
+		return false
+	}
+	kind := ErrInternal
+	if r.GetError() == producerv1.Error_ERROR_FENCED {
+		kind = ErrFenced
+	}
+	f.complete(Result{}, &PutError{Storage: MaybeStored, Kind: kind, Node: s.hp, Message: r.GetMessage(), Offset: r.GetOffset()})
+	return false
+}
+
+// redirect ends the stream gracefully (the node answers what it took)
+// and names where to go next ("": the next address).
+func (s *session) redirect(masterAPI string) {
+	s.mu.Lock()
+	s.redirected = true
+	if s.next == "" && masterAPI != "" {
+		if hp, _, err := parseAddr(masterAPI); err == nil && hp != s.hp {
+			s.next = hp
+		}
+	}
+	s.mu.Unlock()
+	s.halt()
+}
+
+// finish settles what the stream left: messages sent without an answer may
+// be stored, unless the node refused the stream itself.
+func (s *session) finish(rerr error) sessionEnd {
+	s.mu.Lock()
+	left := make([]*Future, 0, len(s.inflight))
+	for _, f := range s.inflight {
+		left = append(left, f)
+	}
+	clear(s.inflight)
+	next, stopped := s.next, s.redirected
+	s.mu.Unlock()
+
+	code := status.Code(rerr)
+	msg := ""
+	if rerr != nil && !errors.Is(rerr, io.EOF) {
+		msg = status.Convert(rerr).Message()
+	}
+	switch {
+	case code == codes.Unauthenticated || code == codes.PermissionDenied:
+		// Refused before the handler ran: nothing was stored.
+		for _, f := range left {
+			f.complete(Result{}, &PutError{Storage: NotStored, Kind: ErrUnauthenticated, Node: s.hp, Message: msg})
+		}
+		s.p.failQueued(true, func(f *Future) *PutError {
+			return &PutError{Storage: NotStored, Kind: ErrUnauthenticated, Node: s.hp, Message: msg}
+		})
+		s.p.log.Error("the node refused the producer's token", "node", s.hp, "error", msg)
+		return sessionEnd{kind: ErrUnauthenticated, msg: msg}
+	case code == codes.Unimplemented || code == codes.NotFound:
+		for _, f := range left {
+			f.complete(Result{}, &PutError{Storage: NotStored, Kind: ErrProtocol, Node: s.hp, Message: msg})
+		}
+		return sessionEnd{kind: ErrProtocol, msg: "the node does not serve the producer stream: " + msg}
+	}
+	for _, f := range left {
+		f.complete(Result{}, &PutError{Storage: MaybeStored, Kind: ErrUnavailable, Node: s.hp,
+			Message: "the stream ended before the node answered: " + describe(rerr)})
+	}
+	if len(left) > 0 {
+		s.p.log.Warn("producer stream ended with messages unanswered; they may be stored", "node", s.hp, "messages", len(left), "error", describe(rerr))
+	}
+	switch {
+	case next != "":
+		return sessionEnd{next: next}
+	case stopped:
+		// A slave or demoted master that named no master, or a node
+		// shutting down: the next address.
+		return sessionEnd{kind: ErrNoMaster, msg: "the node is not the master or is shutting down"}
+	case rerr == nil, errors.Is(rerr, io.EOF), code == codes.DeadlineExceeded:
+		// Closed by the producer, or idle for the node's idle timeout.
+		return sessionEnd{ok: true}
+	}
+	return sessionEnd{kind: ErrUnavailable, msg: describe(rerr)}
+}
+
+func describe(err error) string {
+	if err == nil || errors.Is(err, io.EOF) {
+		return "closed by the node"
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code().String() + ": " + s.Message()
+	}
+	return err.Error()
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func statusOf(s producerv1.Status) Status {
+	switch s {
+	case producerv1.Status_FLUSH_DISK_TIMEOUT:
+		return FlushDiskTimeout
+	case producerv1.Status_FLUSH_SLAVE_TIMEOUT:
+		return FlushSlaveTimeout
+	case producerv1.Status_SLAVE_NOT_AVAILABLE:
+		return SlaveNotAvailable
+	}
+	return PutOK
+}

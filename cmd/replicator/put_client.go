@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	producer "github.com/replicatorhq/replicator/client"
+	"github.com/replicatorhq/replicator/internal/node"
+)
+
+// producerOptions are the client options of the --ca, --cert/--cert-key
+// and --token-file (or $REPLICATOR_API_TOKEN) options of a client command
+// for the nodes at apiURLs (comma-separated).
+func (e *env) producerOptions(sec clientSecurity, apiURLs string) ([]producer.Option, error) {
+	var opts []producer.Option
+	addrs := strings.Split(apiURLs, ",")
+	if sec.CA != "" || sec.Cert != "" || sec.Key != "" {
+		tlsCfg, err := node.ClientTLS(sec.CA, sec.Cert, sec.Key, "")
+		if err != nil {
+			return nil, fmt.Errorf("--ca/--cert/--cert-key: %w", err)
+		}
+		for _, a := range addrs {
+			if strings.HasPrefix(a, "http://") {
+				return nil, fmt.Errorf("--ca, --cert and --cert-key need an https:// URL (not %s)", a)
+			}
+		}
+		opts = append(opts, producer.WithTLS(tlsCfg))
+	} else {
+		for _, a := range addrs {
+			if strings.HasPrefix(a, "https://") {
+				opts = append(opts, producer.WithTLS(&tls.Config{}))
+				break
+			}
+		}
+	}
+	tok, err := e.apiToken(sec.TokenFile, "--token-file")
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		opts = append(opts, producer.WithToken(tok))
+	}
+	return opts, nil
+}
+
+// runPutClient is `replicator put`: the messages go through the producer
+// stream (package client), --in-flight at a time; results print in the
+// order of the messages.
+func runPutClient(ctx context.Context, e *env) int {
+	o := &e.opts.put
+	opts, err := e.producerOptions(o.sec, o.API)
+	if err != nil {
+		return e.failErr("put", usage(err))
+	}
+	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	p, err := producer.Dial(dctx, []string{o.API}, append(opts, producer.WithRetryTimeout(o.Timeout), producer.WithFollowMaster(!o.NoFollow))...)
+	cancel()
+	if err != nil {
+		return e.failErr("put", err)
+	}
+	defer p.Close()
+	props := map[string]string{}
+	for _, kv := range o.Properties {
+		k, v, _ := strings.Cut(kv, "=")
+		props[k] = v
+	}
+	code := exitOK
+	var window []*producer.Future // in flight, oldest first
+	n := 0
+	report := func() {
+		f := window[0]
+		window = window[1:]
+		n++
+		res, err := f.Result()
+		switch {
+		case err != nil:
+			e.fail("put: message %d: %v", n, err)
+			code = exitError
+		default:
+			fmt.Fprintf(e.stdout, "%s offset=%d next_offset=%d queue_offset=%d\n", res.Status, res.Offset, res.NextOffset, res.QueueOffset)
+			if res.Status != producer.PutOK && code == exitOK {
+				code = exitNotPutOK
+			}
+		}
+	}
+	send := func(body []byte) {
+		if len(window) >= o.InFlight {
+			report()
+		}
+		window = append(window, p.SendAsync(&producer.Message{Topic: o.Topic, QueueID: int32(o.Queue), Body: body, Tags: o.Tag, Keys: o.Key, Properties: props}))
+	}
+	var readErr error
+	if len(e.args) > 0 {
+		for _, a := range e.args {
+			send([]byte(a))
+		}
+	} else {
+		sc := bufio.NewScanner(e.stdin)
+		sc.Buffer(make([]byte, 64<<10), 256<<20)
+		for sc.Scan() && ctx.Err() == nil {
+			line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
+			if len(line) == 0 {
+				continue
+			}
+			send(append([]byte(nil), line...))
+		}
+		readErr = sc.Err()
+	}
+	for len(window) > 0 {
+		report()
+	}
+	if readErr != nil {
+		return e.fail("put: reading standard input: %v", readErr)
+	}
+	return code
+}

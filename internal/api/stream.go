@@ -1,0 +1,707 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/sdk/proto/producerv1"
+	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
+
+	"github.com/replicatorhq/replicator/internal/budget"
+)
+
+// StreamPath is the URL path prefix of the producer stream (gRPC service
+// replicator.producer.v1.Producer) on the API port.
+const StreamPath = "/" + "replicator.producer.v1.Producer" + "/"
+
+// Defaults of StreamLimits.
+const (
+	// DefaultStreamBatchMessages bounds the messages of one PutRequest.
+	DefaultStreamBatchMessages = 4096
+	// DefaultStreamInflightBytes bounds the bytes of the messages a stream
+	// has taken and not answered yet; past it the stream stops reading (HTTP/2
+	// flow control then holds the client).
+	DefaultStreamInflightBytes = 32 << 20
+	// DefaultStreamNodeInflightBytes bounds the same over every stream of
+	// the node.
+	DefaultStreamNodeInflightBytes = 256 << 20
+	// DefaultStreamIdleTimeout ends a stream that sent nothing and waits for
+	// nothing this long.
+	DefaultStreamIdleTimeout = 2 * time.Minute
+	// DefaultStreamWriteTimeout bounds the sending of one PutResponse to a
+	// client that does not read.
+	DefaultStreamWriteTimeout = time.Minute
+	// StreamBatchOverhead is what a batch may hold beyond one message body
+	// of MaxBodyBytes (topic, properties, framing): the gRPC message limit is
+	// MaxBodyBytes + StreamBatchOverhead.
+	StreamBatchOverhead = 256 << 10
+	// messageCost is the in-flight cost of a message beyond its body.
+	messageCost = 128
+	// maxResultsPerResponse bounds the results of one PutResponse.
+	maxResultsPerResponse = 1024
+)
+
+// StreamLimits bound the producer stream; zero fields take the defaults.
+type StreamLimits struct {
+	BatchMessages     int
+	InflightBytes     int64
+	NodeInflightBytes int64
+	IdleTimeout       time.Duration
+	WriteTimeout      time.Duration
+}
+
+func (l *StreamLimits) defaults() {
+	if l.BatchMessages <= 0 {
+		l.BatchMessages = DefaultStreamBatchMessages
+	}
+	if l.InflightBytes <= 0 {
+		l.InflightBytes = DefaultStreamInflightBytes
+	}
+	if l.NodeInflightBytes <= 0 {
+		l.NodeInflightBytes = DefaultStreamNodeInflightBytes
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultStreamIdleTimeout
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultStreamWriteTimeout
+	}
+}
+
+// streamService serves replicator.producer.v1.Producer through the API's
+// http.Server (grpc.Server.ServeHTTP): the same port, TLS, token, connection
+// limit and request metrics as the JSON routes.
+type streamService struct {
+	producerv1.UnimplementedProducerServer
+	s      *Server
+	lim    StreamLimits
+	grpc   *grpc.Server
+	node   *budget.Budget
+	met    streamMetrics
+	maxMsg int
+}
+
+type streamMetrics struct {
+	active   prometheus.Gauge
+	messages *prometheus.CounterVec
+	batches  prometheus.Counter
+	batchLen prometheus.Histogram
+	inflight prometheus.Gauge
+	errors   *prometheus.CounterVec
+}
+
+func newStreamService(s *Server) *streamService {
+	lim := s.cfg.Stream
+	lim.defaults()
+	maxMsg := int(s.cfg.MaxBodyBytes) + StreamBatchOverhead
+	ss := &streamService{s: s, lim: lim, node: budget.New(lim.NodeInflightBytes), maxMsg: maxMsg}
+	ss.met = streamMetrics{
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "replicator_stream_active_streams",
+			Help: "Producer streams open now.",
+		}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replicator_stream_messages_total",
+			Help: "Messages answered on producer streams, by result: a put status (PUT_OK, FLUSH_SLAVE_TIMEOUT, ...) or an error (invalid_message, too_large, slave, not_master, fenced, shutting_down, no_space, internal).",
+		}, []string{"result"}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replicator_stream_batches_total",
+			Help: "Batches (PutRequest) received on producer streams.",
+		}),
+		batchLen: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "replicator_stream_batch_messages",
+			Help:    "Messages per batch received on producer streams.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "replicator_stream_inflight_bytes",
+			Help: "Bytes of messages taken from producer streams and not answered yet.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replicator_stream_errors_total",
+			Help: "Producer streams ended by an error, by reason: malformed (a batch that does not decode), too_large (a batch over the limit), sequence (a sequence that does not grow), batch_size (too many messages), idle, client_gone, shutdown.",
+		}, []string{"reason"}),
+	}
+	ss.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxMsg),
+		grpc.MaxSendMsgSize(16<<20),
+		grpc.ForceServerCodecV2(batchCodec{ss.grpcCodec()}),
+	)
+	producerv1.RegisterProducerServer(ss.grpc, ss)
+	return ss
+}
+
+// grpcCodec is gRPC's proto codec.
+func (ss *streamService) grpcCodec() encoding.CodecV2 { return encoding.GetCodecV2(grpcproto.Name) }
+
+func (ss *streamService) collectors() []prometheus.Collector {
+	m := &ss.met
+	return []prometheus.Collector{m.active, m.messages, m.batches, m.batchLen, m.inflight, m.errors}
+}
+
+// httpKey carries the stream's HTTP side into the gRPC handler.
+type httpKey struct{}
+
+// streamHTTP is the HTTP side of one stream. gRPC's handler transport may
+// return from ServeHTTP (a connection closed) while the stream's handler
+// still runs: the response controller is used only while ServeHTTP runs.
+type streamHTTP struct {
+	gate *gatedBody
+	mu   sync.Mutex
+	rc   *http.ResponseController // nil once ServeHTTP returned
+}
+
+func (h *streamHTTP) setReadDeadline(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rc != nil {
+		h.rc.SetReadDeadline(t)
+	}
+}
+
+func (h *streamHTTP) setWriteDeadline(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rc != nil {
+		h.rc.SetWriteDeadline(t)
+	}
+}
+
+// ServeHTTP takes gRPC requests (HTTP/2, application/grpc) to the gRPC
+// server and answers anything else with a JSON error.
+func (ss *streamService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		WriteError(w, http.StatusMethodNotAllowed, "the producer stream is gRPC: POST over HTTP/2")
+		return
+	}
+	if r.ProtoMajor != 2 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		WriteError(w, http.StatusUnsupportedMediaType, "the producer stream is gRPC over HTTP/2 (content type application/grpc); use the Go client package or a gRPC client of producer.proto")
+		return
+	}
+	if enc := r.Header.Get("Grpc-Encoding"); enc != "" && enc != "identity" {
+		WriteError(w, http.StatusUnsupportedMediaType, "the producer stream takes no compression (grpc-encoding "+enc+")")
+		return
+	}
+	rc := http.NewResponseController(w)
+	// The server's read and write timeouts are per request: a stream lives
+	// longer. It gets an idle read deadline, moved on with every batch, and
+	// a write deadline per answer instead.
+	rc.SetReadDeadline(time.Now().Add(ss.lim.IdleTimeout))
+	rc.SetWriteDeadline(time.Time{})
+	h := &streamHTTP{rc: rc, gate: newGatedBody(r.Body, int64(ss.maxMsg)+64<<10)}
+	r = r.WithContext(context.WithValue(r.Context(), httpKey{}, h))
+	r.Body = h.gate
+	ss.grpc.ServeHTTP(w, r)
+	h.mu.Lock()
+	h.rc = nil
+	h.mu.Unlock()
+}
+
+// putResult is one answered message.
+type putResult struct {
+	r    *producerv1.Result
+	cost int64
+}
+
+// Put serves one producer stream.
+func (ss *streamService) Put(stream producerv1.Producer_PutServer) error {
+	ctx := stream.Context()
+	h, _ := ctx.Value(httpKey{}).(*streamHTTP)
+	if h == nil {
+		h = &streamHTTP{}
+	}
+	remote := ""
+	var born netip.AddrPort
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		remote = p.Addr.String()
+		if ap, err := netip.ParseAddrPort(remote); err == nil && ap.Addr().Unmap().Is4() {
+			born = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		}
+	}
+	log := ss.s.log.With("remote", remote)
+	ss.met.active.Inc()
+	defer ss.met.active.Dec()
+
+	st := &putStream{
+		ss: ss, stream: stream, http: h, gate: h.gate, born: born,
+		own:     budget.New(ss.lim.InflightBytes),
+		results: make(chan putResult, maxResultsPerResponse),
+		sent:    make(chan struct{}),
+		putCtx:  context.WithoutCancel(ctx),
+	}
+	go st.sendLoop()
+	err := st.recvLoop(ctx)
+	// Every message taken is answered before the stream ends (the handler
+	// must not return while puts could still send).
+	st.puts.Wait()
+	close(st.results)
+	<-st.sent
+	if err != nil {
+		reason, code, msg := classifyRecvErr(err)
+		ss.met.errors.WithLabelValues(reason).Inc()
+		switch reason {
+		case "client_gone":
+			log.Debug("producer stream ended by the client", "error", err)
+		case "shutdown":
+			log.Debug("producer stream ended: the node is shutting down")
+		case "idle":
+			log.Debug("producer stream ended: idle", "idle_timeout", ss.lim.IdleTimeout)
+		default:
+			log.Warn("producer stream closed", "reason", reason, "error", msg)
+		}
+		return status.Error(code, msg)
+	}
+	if st.sendErr != nil {
+		log.Debug("producer stream: sending results failed", "error", st.sendErr)
+		return st.sendErr
+	}
+	return nil
+}
+
+// Stream errors of recvLoop.
+var (
+	errSequence  = errors.New("sequence does not grow")
+	errBatchSize = errors.New("too many messages in a batch")
+	errShutdown  = errors.New("the node is shutting down")
+	errMalformed = errors.New("malformed batch")
+)
+
+// recvBatch is what the stream receives: the codec decodes it and keeps a
+// decoding error here rather than failing the receive, which would end the
+// stream before the results of the messages already taken are sent.
+type recvBatch struct {
+	req  *producerv1.PutRequest
+	size int
+	err  error
+}
+
+// batchCodec is the proto codec, but for recvBatch.
+type batchCodec struct{ encoding.CodecV2 }
+
+func (c batchCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if b, ok := v.(*recvBatch); ok {
+		b.size = data.Len()
+		b.err = c.CodecV2.Unmarshal(data, b.req)
+		return nil
+	}
+	return c.CodecV2.Unmarshal(data, v)
+}
+
+// classifyRecvErr names a stream error for the metrics and the status.
+func classifyRecvErr(err error) (reason string, code codes.Code, msg string) {
+	switch {
+	case errors.Is(err, errShutdown):
+		return "shutdown", codes.Unavailable, "the node is shutting down; send the messages without a result again (to its new master, or once it is back)"
+	case errors.Is(err, errSequence):
+		return "sequence", codes.InvalidArgument, err.Error()
+	case errors.Is(err, errBatchSize):
+		return "batch_size", codes.InvalidArgument, err.Error()
+	case errors.Is(err, errMalformed):
+		return "malformed", codes.InvalidArgument, err.Error()
+	}
+	if s, ok := status.FromError(err); ok {
+		switch {
+		case s.Code() == codes.ResourceExhausted:
+			return "too_large", codes.ResourceExhausted, "batch over the limit: " + s.Message()
+		case strings.Contains(s.Message(), "i/o timeout"), strings.Contains(s.Message(), "deadline"), errors.Is(err, os.ErrDeadlineExceeded):
+			return "idle", codes.DeadlineExceeded, "stream idle for too long"
+		}
+	}
+	return "client_gone", codes.Canceled, "stream ended by the client: " + err.Error()
+}
+
+// putStream is one Put call.
+type putStream struct {
+	ss      *streamService
+	stream  producerv1.Producer_PutServer
+	http    *streamHTTP
+	gate    *gatedBody
+	born    netip.AddrPort
+	own     *budget.Budget
+	puts    sync.WaitGroup
+	results chan putResult
+	sent    chan struct{}
+	sendErr error
+	putCtx  context.Context
+	lastSeq uint64
+	// takeMu orders take against the end of the stream: once stopped,
+	// no more puts start.
+	takeMu  sync.Mutex
+	stopped bool
+}
+
+// recvLoop takes batches until the client half-closes (nil), the stream
+// fails, or the node drains. The receiving runs in its own goroutine so
+// that a drain does not wait for the client's next batch; once recvLoop
+// returns, that goroutine takes no more messages (it may still sit in a
+// receive until the stream ends).
+func (st *putStream) recvLoop(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- st.receive(ctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-st.ss.s.drain:
+		st.takeMu.Lock()
+		st.stopped = true
+		st.takeMu.Unlock()
+		return errShutdown
+	}
+}
+
+// receive is recvLoop's goroutine.
+func (st *putStream) receive(ctx context.Context) error {
+	for {
+		b := &recvBatch{req: new(producerv1.PutRequest)}
+		if err := st.stream.RecvMsg(b); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if st.gate != nil {
+			// gRPC frames: 5 bytes of header, then the message.
+			st.gate.consume(5 + int64(b.size))
+		}
+		if b.err != nil {
+			return fmt.Errorf("%w: %w", errMalformed, b.err)
+		}
+		st.http.setReadDeadline(time.Now().Add(st.ss.lim.IdleTimeout))
+		st.takeMu.Lock()
+		if st.stopped {
+			st.takeMu.Unlock()
+			return errShutdown
+		}
+		err := st.take(ctx, b.req)
+		st.takeMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// take starts the puts of one batch, waiting for in-flight budget first.
+func (st *putStream) take(ctx context.Context, req *producerv1.PutRequest) error {
+	msgs := req.GetMessages()
+	st.ss.met.batches.Inc()
+	st.ss.met.batchLen.Observe(float64(len(msgs)))
+	if len(msgs) > st.ss.lim.BatchMessages {
+		return fmt.Errorf("%w: %d messages (at most %d)", errBatchSize, len(msgs), st.ss.lim.BatchMessages)
+	}
+	for _, m := range msgs {
+		if m.GetSequence() <= st.lastSeq {
+			return fmt.Errorf("%w: message sequence %d after %d (sequences start at 1 and grow along a stream)", errSequence, m.GetSequence(), st.lastSeq)
+		}
+		st.lastSeq = m.GetSequence()
+	}
+	drain := st.ss.s.drain
+	for _, m := range msgs {
+		cost := int64(len(m.GetBody())+len(m.GetTopic())) + messageCost
+		for k, v := range m.GetProperties() {
+			cost += int64(len(k) + len(v))
+		}
+		if err := st.own.Acquire(ctx, drain, cost); err != nil {
+			return st.acquireErr(err)
+		}
+		if err := st.ss.node.Acquire(ctx, drain, cost); err != nil {
+			st.own.Release(cost)
+			return st.acquireErr(err)
+		}
+		st.ss.met.inflight.Add(float64(cost))
+		msg, res := st.ss.message(m, st.born)
+		if res != nil {
+			st.results <- putResult{r: res, cost: cost}
+			continue
+		}
+		st.puts.Add(1)
+		go func() {
+			defer st.puts.Done()
+			pr, err := st.ss.s.cfg.Backend.Put(st.putCtx, msg)
+			st.results <- putResult{r: st.ss.result(m.GetSequence(), msg.Topic, pr, err), cost: cost}
+		}()
+	}
+	return nil
+}
+
+func (st *putStream) acquireErr(err error) error {
+	if errors.Is(err, budget.ErrStopped) {
+		return errShutdown
+	}
+	return err
+}
+
+// sendLoop sends results as they come, as many per PutResponse as are
+// ready (at most maxResultsPerResponse), releasing their budget.
+func (st *putStream) sendLoop() {
+	defer close(st.sent)
+	var batch []*producerv1.Result
+	for r := range st.results {
+		batch = append(batch[:0], r.r)
+		cost := r.cost
+	more:
+		for len(batch) < maxResultsPerResponse {
+			select {
+			case r, ok := <-st.results:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r.r)
+				cost += r.cost
+			default:
+				break more
+			}
+		}
+		for _, r := range batch {
+			st.ss.met.messages.WithLabelValues(resultLabel(r)).Inc()
+		}
+		if st.sendErr == nil {
+			st.http.setWriteDeadline(time.Now().Add(st.ss.lim.WriteTimeout))
+			if err := st.stream.Send(&producerv1.PutResponse{Results: batch}); err != nil {
+				st.sendErr = err
+			}
+		}
+		st.own.Release(cost)
+		st.ss.node.Release(cost)
+		st.ss.met.inflight.Sub(float64(cost))
+	}
+}
+
+// resultLabel is the messages_total label of a result.
+func resultLabel(r *producerv1.Result) string {
+	if r.GetStorage() == producerv1.Storage_STORAGE_STORED {
+		return statusFromProto(r.GetStatus())
+	}
+	switch r.GetError() {
+	case producerv1.Error_ERROR_INVALID_MESSAGE:
+		return "invalid_message"
+	case producerv1.Error_ERROR_TOO_LARGE:
+		return "too_large"
+	case producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED:
+		return "slave"
+	case producerv1.Error_ERROR_NOT_MASTER:
+		return "not_master"
+	case producerv1.Error_ERROR_FENCED:
+		return "fenced"
+	case producerv1.Error_ERROR_SHUTTING_DOWN:
+		return "shutting_down"
+	case producerv1.Error_ERROR_NO_SPACE:
+		return "no_space"
+	}
+	return "internal"
+}
+
+func statusFromProto(s producerv1.Status) string {
+	switch s {
+	case producerv1.Status_PUT_OK:
+		return core.PutOK.String()
+	case producerv1.Status_FLUSH_DISK_TIMEOUT:
+		return core.FlushDiskTimeout.String()
+	case producerv1.Status_FLUSH_SLAVE_TIMEOUT:
+		return core.FlushSlaveTimeout.String()
+	case producerv1.Status_SLAVE_NOT_AVAILABLE:
+		return core.SlaveNotAvailable.String()
+	}
+	return "UNKNOWN"
+}
+
+func statusToProto(s core.PutStatus) producerv1.Status {
+	switch s {
+	case core.PutOK:
+		return producerv1.Status_PUT_OK
+	case core.FlushDiskTimeout:
+		return producerv1.Status_FLUSH_DISK_TIMEOUT
+	case core.FlushSlaveTimeout:
+		return producerv1.Status_FLUSH_SLAVE_TIMEOUT
+	case core.SlaveNotAvailable:
+		return producerv1.Status_SLAVE_NOT_AVAILABLE
+	}
+	return producerv1.Status_STATUS_UNSPECIFIED
+}
+
+// message builds the record message of m, or the result refusing it.
+func (ss *streamService) message(m *producerv1.Message, born netip.AddrPort) (*record.Message, *producerv1.Result) {
+	refuse := func(e producerv1.Error, msg string) *producerv1.Result {
+		return &producerv1.Result{Sequence: m.GetSequence(), Storage: producerv1.Storage_STORAGE_NOT_STORED, Error: e, Message: msg}
+	}
+	if err := record.ValidateTopic(m.GetTopic()); err != nil {
+		return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
+	}
+	if q := m.GetQueueId(); q < 0 || q > MaxQueueID {
+		return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, fmt.Sprintf("invalid queue %d (want 0 to %d)", q, MaxQueueID))
+	}
+	if len(m.GetBody()) == 0 {
+		return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, "empty body: a message needs a body")
+	}
+	if int64(len(m.GetBody())) > ss.s.cfg.MaxBodyBytes {
+		return nil, refuse(producerv1.Error_ERROR_TOO_LARGE, fmt.Sprintf("body of %d bytes is larger than the limit of %d bytes", len(m.GetBody()), ss.s.cfg.MaxBodyBytes))
+	}
+	msg := &record.Message{Topic: m.GetTopic(), QueueID: m.GetQueueId(), Body: m.GetBody(), BornHost: born}
+	if p := m.GetProperties(); len(p) > 0 {
+		if _, err := record.EncodeProperties(p); err != nil {
+			return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
+		}
+		msg.Properties = p
+	}
+	if sh := ss.s.cfg.StoreHost; sh.Addr().Unmap().Is4() {
+		msg.StoreHost = netip.AddrPortFrom(sh.Addr().Unmap(), sh.Port())
+	}
+	return msg, nil
+}
+
+// result answers a put of the backend.
+func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err error) *producerv1.Result {
+	r := &producerv1.Result{Sequence: seq}
+	stored := func(st core.PutStatus) *producerv1.Result {
+		r.Storage, r.Status = producerv1.Storage_STORAGE_STORED, statusToProto(st)
+		r.Offset, r.NextOffset, r.QueueOffset = pr.Offset, pr.NextOffset, pr.QueueOffset
+		return r
+	}
+	refuse := func(e producerv1.Error, msg string) *producerv1.Result {
+		r.Storage, r.Error, r.Message = producerv1.Storage_STORAGE_NOT_STORED, e, msg
+		return r
+	}
+	switch {
+	case err == nil:
+		return stored(pr.Status)
+	case errors.Is(err, store.ErrFlushDiskTimeout):
+		return stored(core.FlushDiskTimeout)
+	case errors.Is(err, core.ErrFenced) && pr.NextOffset > 0:
+		r.Storage, r.Error = producerv1.Storage_STORAGE_MAYBE, producerv1.Error_ERROR_FENCED
+		r.Message = fmt.Sprintf("this master was fenced or demoted while the put waited for its slaves: the message is stored on this node at offset %d but may be cut when it follows another master", pr.Offset)
+		r.Offset, r.NextOffset, r.QueueOffset = pr.Offset, pr.NextOffset, pr.QueueOffset
+		return r
+	case errors.Is(err, core.ErrFenced), errors.Is(err, core.ErrNotMaster):
+		return refuse(producerv1.Error_ERROR_NOT_MASTER, "this node is not the master (demoted or fenced): the message was not stored; send it to the new master")
+	case errors.Is(err, core.ErrSlaveWriteProtected):
+		r = refuse(producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED, "this node is a slave; send writes to its master (slave write protection)")
+		if ss.s.cfg.MasterAPI != nil {
+			r.MasterApi = ss.s.cfg.MasterAPI()
+		}
+		return r
+	case errors.Is(err, store.ErrInvalidTopic), errors.Is(err, record.ErrInvalidTopic),
+		errors.Is(err, record.ErrInvalidProperty), errors.Is(err, record.ErrInvalidHost):
+		return refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
+	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, record.ErrTooLarge):
+		return refuse(producerv1.Error_ERROR_TOO_LARGE, err.Error())
+	case errors.Is(err, core.ErrClosed), errors.Is(err, store.ErrClosed):
+		return refuse(producerv1.Error_ERROR_SHUTTING_DOWN, "the node is shutting down: the message was not stored")
+	case pr.NextOffset > 0:
+		// Stored, with an error about its replication (a cancelled wait).
+		return stored(core.FlushSlaveTimeout)
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return refuse(producerv1.Error_ERROR_NO_SPACE, "the node's disk is full: "+err.Error())
+	}
+	ss.s.log.Error("stream put failed", "topic", topic, "error", err)
+	r.Storage, r.Error, r.Message = producerv1.Storage_STORAGE_MAYBE, producerv1.Error_ERROR_INTERNAL, "put failed: "+err.Error()
+	return r
+}
+
+// HTTP/2 settings of the API server.
+const (
+	// MaxConcurrentStreams bounds the HTTP/2 streams of one connection.
+	MaxConcurrentStreams = 100
+	// http2StreamWindow is the HTTP/2 receive buffer per stream.
+	http2StreamWindow = 1 << 20
+	// http2ConnWindow is the HTTP/2 receive buffer per connection.
+	http2ConnWindow = 4 << 20
+)
+
+// streamProtocols are the API server's protocols: HTTP/1.1, HTTP/2 over TLS
+// (ALPN h2) and cleartext HTTP/2 with prior knowledge (gRPC without TLS).
+func streamProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
+func streamHTTP2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{
+		MaxConcurrentStreams:          MaxConcurrentStreams,
+		MaxReceiveBufferPerStream:     http2StreamWindow,
+		MaxReceiveBufferPerConnection: http2ConnWindow,
+	}
+}
+
+// gatedBody bounds what gRPC's HTTP handler transport reads ahead of the
+// stream: it reads the request body in a loop into an unbounded buffer, so
+// Read blocks while the bytes read and not yet taken by Put (consume) reach
+// window, and HTTP/2 flow control holds the client.
+type gatedBody struct {
+	body     io.ReadCloser
+	window   int64
+	mu       sync.Mutex
+	read     int64
+	consumed int64
+	wake     chan struct{}
+	closed   chan struct{}
+	once     sync.Once
+}
+
+var errGateClosed = errors.New("api: producer stream closed")
+
+func newGatedBody(body io.ReadCloser, window int64) *gatedBody {
+	return &gatedBody{body: body, window: window, wake: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (g *gatedBody) Read(p []byte) (int, error) {
+	for {
+		g.mu.Lock()
+		if room := g.window - (g.read - g.consumed); room > 0 {
+			if int64(len(p)) > room {
+				p = p[:room]
+			}
+			g.mu.Unlock()
+			break
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+		case <-g.closed:
+			return 0, errGateClosed
+		}
+	}
+	n, err := g.body.Read(p)
+	g.mu.Lock()
+	g.read += int64(n)
+	g.mu.Unlock()
+	return n, err
+}
+
+// consume records that the stream took n bytes of gRPC frames.
+func (g *gatedBody) consume(n int64) {
+	g.mu.Lock()
+	g.consumed += n
+	close(g.wake)
+	g.wake = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gatedBody) Close() error {
+	g.once.Do(func() { close(g.closed) })
+	return g.body.Close()
+}

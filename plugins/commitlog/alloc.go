@@ -1,0 +1,142 @@
+package commitlog
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// allocDirName is the allocation directory under DATA: segment files are
+// created and preallocated there and renamed into DATA/commitlog once
+// whole, so that DATA/commitlog holds only full-length segment files at
+// every moment (a RocketMQ 4.9 broker refuses to load a directory with
+// any other file in it, and a crash in the middle of a creation leaves
+// its partial file here, where Open removes it).
+const allocDirName = "commitlog.alloc"
+
+// setupAllocDir creates the allocation directory and removes what a
+// crash left in it. When it is on another file system than DATA/commitlog
+// (DATA/commitlog a mount point or a symlink to another disk), a rename
+// cannot move a file between them: segments are then created in place,
+// under their final names, as RocketMQ does (recovery removes a
+// zero-filled segment at the end of the log) and no spare is prepared in
+// the background: a spare under its final name would race with a roll
+// that cannot wait for it.
+func (l *Log) setupAllocDir() error {
+	dir := filepath.Join(l.root, allocDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("commitlog: open: allocation directory: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: open: allocation directory: %w", err)
+	}
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		l.log.Info("removing an unused preallocated segment", "file", path)
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("commitlog: open: allocation directory: %w", err)
+		}
+	}
+	same, err := sameFileSystem(dir, l.dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: open: %w", err)
+	}
+	if !same {
+		l.log.Warn("the allocation directory is on another file system than the segments; creating segments in place, without preallocation",
+			"alloc_dir", dir, "dir", l.dir)
+		os.Remove(dir)
+		l.allocDir = l.dir
+		return nil
+	}
+	l.allocDir = dir
+	return nil
+}
+
+// sameFileSystem reports whether two directories are on one file system,
+// where a rename between them is possible and atomic.
+func sameFileSystem(a, b string) (bool, error) {
+	var sa, sb unix.Stat_t
+	if err := unix.Stat(a, &sa); err != nil {
+		return false, fmt.Errorf("stat %s: %w", a, err)
+	}
+	if err := unix.Stat(b, &sb); err != nil {
+		return false, fmt.Errorf("stat %s: %w", b, err)
+	}
+	return sa.Dev == sb.Dev, nil
+}
+
+// inPlace reports whether segments are created under their final names
+// (no usable allocation directory).
+func (l *Log) inPlace() bool { return l.allocDir == l.dir }
+
+// step calls the crash-test hook, if any.
+func (l *Log) step(s allocStep, path string) {
+	if l.opts.allocHook != nil {
+		l.opts.allocHook(s, path)
+	}
+}
+
+// spareSuffix names a spare in the allocation directory, apart from a
+// segment that a roll creates there itself meanwhile.
+const spareSuffix = ".spare"
+
+// newSegment creates the segment starting at start in the allocation
+// directory (with spareSuffix for a spare), at full length and mapped;
+// it is not part of the log or of DATA/commitlog until install.
+func (l *Log) newSegment(start int64, spare bool) (*segment, error) {
+	path := segmentPath(l.allocDir, start)
+	if spare {
+		path += spareSuffix
+	}
+	if err := l.opts.Faults.check(FaultCreate, path); err != nil {
+		return nil, err
+	}
+	if !l.inPlace() {
+		os.Remove(path) // a leftover of an earlier attempt
+	}
+	seg, err := createSegment(path, start, l.opts.SegmentSize, l.log, l.now(), l.opts.allocHook)
+	if err != nil {
+		return nil, err
+	}
+	l.step(allocMapped, path)
+	return seg, nil
+}
+
+// install renames a whole segment from the allocation directory into
+// DATA/commitlog under its final name (mu held, or before the log is
+// shared). The directory is fsynced by the next flush (dirDirty), before
+// the flushed offset covers any byte of the segment.
+func (l *Log) install(seg *segment) error {
+	final := segmentPath(l.dir, seg.start)
+	if seg.path != final {
+		if err := os.Rename(seg.path, final); err != nil {
+			return fmt.Errorf("commitlog: install segment %s: %w", final, err)
+		}
+		seg.path = final
+	}
+	l.dirDirty.Store(true)
+	l.step(allocInstalled, final)
+	return nil
+}
+
+// dropSpare unmaps and removes a segment that never joined the log.
+func (l *Log) dropSpare(sp *segment) {
+	path := sp.path
+	l.step(allocDropping, path)
+	sp.Release()
+	os.Remove(path)
+}
+
+// removeAllocDir removes the (empty) allocation directory at Close, so
+// that a closed data directory holds only the log's own files.
+func (l *Log) removeAllocDir() {
+	if l.inPlace() || l.allocDir == "" {
+		return
+	}
+	if err := os.Remove(l.allocDir); err != nil && !isNotExist(err) {
+		l.log.Debug("removing the allocation directory", "dir", l.allocDir, "error", err)
+	}
+}
