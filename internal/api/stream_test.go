@@ -642,10 +642,20 @@ func TestStreamIdle(t *testing.T) {
 	eventually(t, "the idle stream to end", func() bool {
 		return testutil.ToFloat64(ss.api.stream.met.errors.WithLabelValues("idle")) == 1
 	})
-	if _, err := p.Send(ctx, &client.Message{Topic: "T", Body: []byte("y")}); err != nil {
+	// A send racing the client's sight of the server's idle close may go
+	// out on the dying stream: the client must then say "may be stored"
+	// (it cannot know), and the next send must go through a new stream.
+	lo, hi := 2, 2
+	_, err := p.Send(ctx, &client.Message{Topic: "T", Body: []byte("y")})
+	if errors.Is(err, client.ErrMayBeStored) {
+		t.Logf("send raced the idle close: %v", err)
+		_, err = p.Send(ctx, &client.Message{Topic: "T", Body: []byte("z")})
+		hi = 3 // the raced "y" may or may not be stored
+	}
+	if err != nil {
 		t.Fatalf("after the idle stream ended: %v", err)
 	}
-	if b.count() != 2 {
-		t.Fatalf("%d records", b.count())
+	if n := b.count(); n < lo || n > hi {
+		t.Fatalf("%d records, want %d to %d", n, lo, hi)
 	}
 }
