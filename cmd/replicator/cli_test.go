@@ -36,9 +36,9 @@ func TestE2ECLI(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "PUT_OK offset=0 ") || !strings.HasPrefix(lines[1], "PUT_OK offset=") {
 		t.Fatalf("put output:\n%s", out)
 	}
-	// Standard input: one message per line; empty lines skipped.
+	// Standard input: one message per line; empty lines skipped, and said.
 	code, out, errb = runCLI(t, "line one\n\nline two\r\nline three", "put", "--api", m.api)
-	if code != 0 || strings.Count(out, "PUT_OK") != 3 {
+	if code != 0 || strings.Count(out, "PUT_OK") != 3 || !strings.Contains(errb, "skipped 1 empty line(s)") {
 		t.Fatalf("put from stdin: exit %d\n%s%s", code, out, errb)
 	}
 	// Bad input answered by the server: exit 1 with the server's message.

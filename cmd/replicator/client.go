@@ -192,6 +192,9 @@ func printStatus(w io.Writer, apiURL string, st api.Status) {
 		if m.LastError != "" {
 			fmt.Fprintf(tw, "last error\t%s\n", m.LastError)
 		}
+		if m.Diverged != "" {
+			fmt.Fprintf(tw, "DIVERGED\t%s\n", m.Diverged)
+		}
 		if m.SegmentError != "" {
 			fmt.Fprintf(tw, "SEGMENT ERROR\t%s\n", m.SegmentError)
 		}

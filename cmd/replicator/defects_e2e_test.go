@@ -236,6 +236,17 @@ func TestStatusShowsOutOfRangeSlaves(t *testing.T) {
 	}
 }
 
+// TestStatusShowsDivergedSlave: a classic slave that found its master's
+// log ending below its own says so in the text status, not only in JSON.
+func TestStatusShowsDivergedSlave(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, "http://s", api.Status{Role: "SLAVE", Master: &api.MasterLink{Addr: "127.0.0.1:10912", Connected: true,
+		Diverged: "the master's log ends at 500, this slave's at 2000: it is longer or diverged"}})
+	if out := b.String(); !strings.Contains(out, "DIVERGED") || !strings.Contains(out, "ends at 500") {
+		t.Fatalf("status:\n%s", out)
+	}
+}
+
 // TestTailHelpPrintsOneDefault: a flag's help states its default once.
 func TestTailHelpPrintsOneDefault(t *testing.T) {
 	code, out, _ := runCLI(t, "", "tail", "--help")

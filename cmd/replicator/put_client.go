@@ -94,6 +94,7 @@ func runPutClient(ctx context.Context, e *env) int {
 		window = append(window, p.SendAsync(&producer.Message{Topic: o.Topic, QueueID: int32(o.Queue), Body: body, Tags: o.Tag, Keys: o.Key, Properties: props}))
 	}
 	var readErr error
+	skipped := 0
 	if len(e.args) > 0 {
 		for _, a := range e.args {
 			send([]byte(a))
@@ -104,6 +105,7 @@ func runPutClient(ctx context.Context, e *env) int {
 		for sc.Scan() && ctx.Err() == nil {
 			line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
 			if len(line) == 0 {
+				skipped++ // a message needs a body: said once at the end
 				continue
 			}
 			send(append([]byte(nil), line...))
@@ -112,6 +114,9 @@ func runPutClient(ctx context.Context, e *env) int {
 	}
 	for len(window) > 0 {
 		report()
+	}
+	if skipped > 0 {
+		fmt.Fprintf(e.stderr, "replicator: put: skipped %d empty line(s) of standard input: a message needs a body\n", skipped)
 	}
 	if readErr != nil {
 		return e.fail("put: reading standard input: %v", readErr)

@@ -132,6 +132,10 @@ type MasterLink struct {
 	HandshakeState string      `json:"handshake_state,omitempty"`
 	Unhealthy      string      `json:"unhealthy,omitempty"`
 	LastTruncation *Truncation `json:"last_truncation,omitempty"`
+	// Diverged (classic) is set while the master's API (--master-api)
+	// says its log ends below this slave's max offset: this log is longer
+	// or diverged, and the master sends heartbeats only.
+	Diverged string `json:"diverged,omitempty"`
 }
 
 // Truncation is a cut a slave made to its log to reach the consistent

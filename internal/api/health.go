@@ -182,6 +182,9 @@ func (s *Server) readyChecks(w http.ResponseWriter, r *http.Request) {
 		// Connected, but appending nothing (no consistent point, a log the
 		// master cannot serve: heartbeats only).
 		why = "connected but not replicating: " + st.Master.Unhealthy
+	case st.Master.Diverged != "":
+		// Classic: the master's API says its log is shorter than this one.
+		why = "connected but not replicating: " + st.Master.Diverged
 	case st.Master.SegmentError != "":
 		why = "connected but not replicating: " + st.Master.SegmentError
 	}

@@ -242,6 +242,12 @@ type Node struct {
 	roleMu             sync.Mutex // serialises role changes and DATA/role writes
 	slaveOf            string     // autoswitch slave: the master's HA address
 	pendingSlaveRecord bool       // DATA/role says slave once the slave reaches TRANSFER
+
+	// Classic slave: the master-log check (masterbehind.go).
+	behindMu    sync.Mutex
+	behind      string // the reason while the master's log is shorter
+	behindGauge prometheus.Gauge
+	behindDone  chan struct{}
 }
 
 // New checks cfg and returns a node; Run starts it.
@@ -268,7 +274,7 @@ func New(cfg Config) (*Node, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Node{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: make(chan struct{}),
-		curRole: cfg.Role, curMasterAPI: cfg.MasterAPI}, nil
+		curRole: cfg.Role, curMasterAPI: cfg.MasterAPI, behindGauge: newBehindGauge()}, nil
 }
 
 // Ready is closed once the node serves.
@@ -313,6 +319,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if n.slave != nil && n.replica == nil {
 		n.stopMon, n.monDone = make(chan struct{}), make(chan struct{})
 		go n.monitor()
+		n.startBehindCheck()
 	}
 	n.api.SetReady(true)
 	close(n.ready)
@@ -590,6 +597,9 @@ func (n *Node) closeAll() error {
 	if n.stopMon != nil {
 		close(n.stopMon)
 		<-n.monDone
+		if n.behindDone != nil {
+			<-n.behindDone
+		}
 	}
 	// No hook starts after this, and the running ones end before the
 	// extensions close.
@@ -693,6 +703,7 @@ func (n *Node) status() api.Status {
 		st = masterStatus(n.master.Status(), now)
 	default:
 		st = slaveStatus(n.slave.Status(), now)
+		st.Master.Diverged = n.diverged()
 	}
 	st.Protocol = core.ProtocolClassic.String()
 	return st
@@ -756,6 +767,7 @@ func (n *Node) registerMetrics() error {
 		bound("replicator_node_max_offset_bytes", "First commit-log offset not yet written.", func(b store.Bounds) int64 { return b.Max }),
 		bound("replicator_node_min_offset_bytes", "First readable commit-log offset.", func(b store.Bounds) int64 { return b.Min }),
 		bound("replicator_node_flushed_offset_bytes", "Every commit-log byte below this offset is durable.", func(b store.Bounds) int64 { return b.Flushed }),
+		n.behindGauge,
 	}
 	for _, c := range cs {
 		if err := n.reg.Register(c); err != nil {
