@@ -1,9 +1,9 @@
 package core
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 // Metric names. Labels are bounded: slave is a connected slave's remote
@@ -65,29 +65,13 @@ func heartbeatsVec() *prometheus.CounterVec {
 	}, []string{"direction"})
 }
 
-// register registers c on r, or returns the collector already registered
-// under the same description (a master and a slave sharing a registry share
-// replicator_ha_heartbeats_total).
-func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
-}
-
 // regInto registers c on r and stores it (or the collector already
 // registered in its place) in *dst; the first error sticks in *err.
 func regInto[C prometheus.Collector](r prometheus.Registerer, dst *C, c C, err *error) {
 	if *err != nil {
 		return
 	}
-	*dst, *err = register(r, c)
+	*dst, *err = promreg.Register(r, c)
 }
 
 func opts(name, help string) prometheus.Opts {

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicatorhq/replicator/internal/backoff"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 // Server defaults.
@@ -84,16 +86,8 @@ type serverMetrics struct {
 }
 
 func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	if r == nil {
-		return c, nil
-	}
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
+	c, err := promreg.Register(r, c)
+	if err != nil {
 		return c, fmt.Errorf("remoting: register metrics: %w", err)
 	}
 	return c, nil

@@ -1,11 +1,11 @@
 package etcdstore
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicatorhq/replicator/controller"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 type metrics struct {
@@ -31,26 +31,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.conflicts, err = register(reg, m.conflicts); err != nil {
+	if m.conflicts, err = promreg.Register(reg, m.conflicts); err != nil {
 		return nil, err
 	}
-	if m.decisions, err = register(reg, m.decisions); err != nil {
+	if m.decisions, err = promreg.Register(reg, m.decisions); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 func (m *metrics) decided(d controller.Decision) {

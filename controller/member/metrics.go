@@ -1,10 +1,11 @@
 package member
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 type metrics struct {
@@ -40,12 +41,9 @@ func newMetrics(reg prometheus.Registerer, group string, id int64) (*metrics, er
 	}
 	if reg != nil {
 		for i, c := range vecs {
-			if err := reg.Register(c); err != nil {
-				var are prometheus.AlreadyRegisteredError
-				if !errors.As(err, &are) {
-					return nil, err
-				}
-				vecs[i] = are.ExistingCollector
+			var err error
+			if vecs[i], err = promreg.Register(reg, c); err != nil {
+				return nil, err
 			}
 		}
 	}

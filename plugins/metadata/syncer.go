@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 // Syncer defaults.
@@ -132,13 +134,8 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 // registerSync registers c, or returns the collector already registered
 // under its name when it has c's type.
 func registerSync[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
+	c, err := promreg.Register(reg, c)
+	if err != nil {
 		return c, fmt.Errorf("metadata: register metrics: %w", err)
 	}
 	return c, nil

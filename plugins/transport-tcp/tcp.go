@@ -17,6 +17,8 @@ import (
 
 	"github.com/replicatorhq/replicator/internal/backoff"
 	"github.com/replicatorhq/replicator/transport"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 // Defaults, as RocketMQ's HA sockets.
@@ -303,13 +305,8 @@ func New(opts Options) *Transport {
 // register registers c, or reuses the collector already registered under the
 // same descriptor (several transports may share a registry).
 func register[C prometheus.Collector](r prometheus.Registerer, c C, log hclog.Logger) C {
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
+	c, err := promreg.Register(r, c)
+	if err != nil {
 		log.Warn("metrics not registered", "error", err)
 	}
 	return c
