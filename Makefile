@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 PKGS      := ./...
 
-.PHONY: help build plugins proto proto-check test lint fuzz faults docs-check bench bench-full demo clean
+.PHONY: demo-failover help build plugins proto proto-check test lint fuzz faults docs-check bench bench-full demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,7 +43,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	  done; \
 	done
 
-faults: ## the long fault suite: 60 master kills x 3 seeds, slave kills, network and disk faults (tens of minutes)
+faults: ## the long fault suite: 60 master kills x 3 seeds, slave kills, network and disk faults, controller mode (6 faults x 30 cycles) (tens of minutes)
 	@mkdir -p $(BIN); rc=0; REPLICATOR_FAULTS=long $(GO) test -count=1 -timeout 80m -v ./faults/ >$(BIN)/faults.log 2>&1 || rc=$$?; \
 	  grep -E -- '--- |RESULT|^(ok|FAIL)' $(BIN)/faults.log; echo "full log: $(BIN)/faults.log"; exit $$rc
 
@@ -59,6 +59,9 @@ bench-full: ## the figures of docs/benchmarks.md: replicator bench (3 runs, both
 
 demo: build ## a master and a slave on this machine, replicating, with visible progress
 	$(BIN)/replicator demo
+
+demo-failover: build ## controller mode: a controller and three nodes, the master killed, the election, the rejoin
+	$(BIN)/replicator demo --failover
 
 clean: ## remove build output
 	rm -rf $(BIN)

@@ -81,6 +81,11 @@ const (
 	DefaultMaxInflightBytes = 16 << 20
 	DefaultMaxMessageBytes  = 4 << 20 // the node's default --max-message-size
 	DefaultRetryTimeout     = 30 * time.Second
+	// DefaultIdleTimeout: a producer stream that sent no batch this long
+	// is closed by the producer (a node ends streams idle for 2 minutes by
+	// default, and says how long in each stream's headers: the producer
+	// closes at half of that when it is shorter).
+	DefaultIdleTimeout = 30 * time.Second
 	// DefaultMaxBatchesInFlight: batches sent and not wholly answered
 	// before the next batch waits (and grows).
 	DefaultMaxBatchesInFlight = 2
@@ -104,8 +109,11 @@ type options struct {
 	maxInflightBytes int64
 	maxMessageBytes  int
 	retryTimeout     time.Duration
+	idleTimeout      time.Duration
 	noFollow         bool
 	logger           hclog.Logger
+	// newTimer makes the idle timer (tests replace it).
+	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 }
 
 // Option configures Dial.
@@ -195,6 +203,19 @@ func WithRetryTimeout(d time.Duration) Option {
 	}
 }
 
+// WithIdleTimeout makes the producer close a stream that sent no batch
+// for d (default DefaultIdleTimeout), or for half the node's idle timeout
+// when that is shorter: the node's own idle close would race a batch sent
+// at that moment, whose messages could then only be reported "may be
+// stored". The next message opens a new stream.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.idleTimeout = d
+		}
+	}
+}
+
 // WithFollowMaster(false) makes a put that a slave or a demoted master
 // refuses fail at once with ErrNoMaster (not stored), instead of going to
 // the master the slave names or to the next address (the default).
@@ -237,6 +258,8 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Producer, error
 		maxInflightBytes: DefaultMaxInflightBytes,
 		maxMessageBytes:  DefaultMaxMessageBytes,
 		retryTimeout:     DefaultRetryTimeout,
+		idleTimeout:      DefaultIdleTimeout,
+		newTimer:         realTimer,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -711,4 +734,10 @@ func (p *Producer) Addrs() []string {
 		}
 	}
 	return out
+}
+
+// realTimer is options.newTimer outside tests.
+func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }

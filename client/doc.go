@@ -56,6 +56,16 @@
 // connection, a node that stopped answering keepalive pings for 15 s) is
 // never sent again: its error says it may be stored.
 //
+// # Idle streams
+//
+// A stream that sent no batch for WithIdleTimeout (30 s), or for half the
+// node's idle timeout when that is shorter (the node sends it in the
+// stream's headers; 2 minutes by default), is closed by the producer: it
+// half-closes the stream, the node answers what it took and ends the
+// stream cleanly, and the next message opens a new one. The node's own
+// idle close would otherwise race a batch sent at that moment, whose
+// messages could then only be reported "may be stored".
+//
 // # Wire
 //
 // The stream is replicator.producer.v1.Producer/Put (sdk/proto/producerv1):

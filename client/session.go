@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -107,6 +109,9 @@ type session struct {
 	redirected bool
 	open       int           // batches sent and not wholly answered
 	room       chan struct{} // an open batch closed (cap 1)
+	// idle is how long the writer waits without a batch to send before it
+	// closes the stream (nanoseconds; lowered by the node's headers).
+	idle atomic.Int64
 }
 
 // batchRef counts the messages of a sent batch without an answer.
@@ -127,6 +132,7 @@ func (p *Producer) session(hp string) sessionEnd {
 		return sessionEnd{kind: ErrUnavailable, msg: fmt.Sprintf("opening the stream: %v", err)}
 	}
 	s := &session{p: p, hp: hp, stream: stream, cancel: cancel, inflight: map[uint64]*Future{}, stop: make(chan struct{}), room: make(chan struct{}, 1)}
+	s.idle.Store(int64(p.opts.idleTimeout))
 	wdone := make(chan struct{})
 	go func() {
 		defer close(wdone)
@@ -147,8 +153,9 @@ func (s *session) writer() {
 	p := s.p
 	var batch []*Future
 	last := 0 // the size of the previous batch
+	sentAt := time.Now()
 	for {
-		if !s.waitWork() {
+		if !s.waitWork(sentAt) {
 			s.stream.CloseSend()
 			return
 		}
@@ -184,6 +191,7 @@ func (s *session) writer() {
 			// The reader sees the stream's error and settles the batch.
 			return
 		}
+		sentAt = time.Now()
 		clear(batch)
 	}
 }
@@ -222,10 +230,17 @@ func (s *session) answeredLocked(f *Future) {
 	f.batch = nil
 }
 
-// waitWork waits for queued messages; false when halted or closing with
-// nothing queued.
-func (s *session) waitWork() bool {
+// waitWork waits for queued messages; false when halted, closing with
+// nothing queued, or when nothing was sent for the idle timeout since
+// sentAt (the stream then ends, cleanly, before the node's idle close).
+func (s *session) waitWork(sentAt time.Time) bool {
 	p := s.p
+	var (
+		idle     <-chan time.Time
+		armed    int64 // the idle timeout idle was armed for
+		stopIdle = func() bool { return false }
+	)
+	defer func() { stopIdle() }()
 	for {
 		select {
 		case <-s.stop:
@@ -238,11 +253,24 @@ func (s *session) waitWork() bool {
 		if n > 0 {
 			return true
 		}
+		if to := s.idle.Load(); idle == nil || to != armed {
+			stopIdle()
+			d := time.Duration(to) - time.Since(sentAt)
+			if d <= 0 {
+				p.log.Debug("closing the idle producer stream", "node", s.hp)
+				return false
+			}
+			idle, stopIdle = p.opts.newTimer(d)
+			armed = to
+		}
 		select {
 		case <-p.wake:
 		case <-s.stop:
 			return false
 		case <-p.closeCh:
+			return false
+		case <-idle:
+			p.log.Debug("closing the idle producer stream", "node", s.hp)
 			return false
 		}
 	}
@@ -315,6 +343,17 @@ func (p *Producer) takeBatch(batch []*Future) []*Future {
 
 // reader receives results until the stream ends.
 func (s *session) reader() error {
+	// The node's headers say when it ends an idle stream: close first.
+	if md, err := s.stream.Header(); err == nil {
+		if v := md.Get(producerv1.IdleTimeoutMetadata); len(v) > 0 {
+			if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil && ms > 0 {
+				if d := time.Duration(ms) * time.Millisecond / 2; d < time.Duration(s.idle.Load()) {
+					s.idle.Store(int64(d))
+					s.p.signal() // the writer re-arms its idle timer
+				}
+			}
+		}
+	}
 	for {
 		resp, err := s.stream.Recv()
 		if err != nil {

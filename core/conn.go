@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -289,6 +290,15 @@ func (c *slaveConn) writeLoop() {
 			hb.Reset(d)
 			select {
 			case <-wake:
+				// An append woke the writer. When other puts run too,
+				// their appends are usually runnable right behind this
+				// one (a producer stream starts a batch's puts
+				// together): yield once so that they land and leave in
+				// this frame, instead of a frame (and a slave read and
+				// ack) per put. A lone put is sent at once.
+				if m.puts.Load() > 1 {
+					runtime.Gosched()
+				}
 			case <-hb.C:
 			case <-c.done:
 				return

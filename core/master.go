@@ -42,6 +42,9 @@ type Master struct {
 	epochStart int64
 	confStored atomic.Int64 // the computed confirm offset (RocketMQ's confirmOffset field)
 	confSingle atomic.Bool  // the SyncStateSet is the master alone: confirm offset = max offset (#7656)
+	// puts is the number of Put calls running: the slave writers coalesce
+	// the appends of concurrent puts into one frame (writeLoop).
+	puts atomic.Int32
 
 	// mu guards everything below, the per-connection fields documented as
 	// "guarded by Master.mu", and gt.
@@ -322,6 +325,8 @@ func (m *Master) WaitSlaves(ctx context.Context, n int) error {
 // result with FLUSH_SLAVE_TIMEOUT and ctx's error: the message is stored but
 // its replication is unknown.
 func (m *Master) Put(ctx context.Context, msg *record.Message) (PutResult, error) {
+	m.puts.Add(1)
+	defer m.puts.Add(-1)
 	if err := m.fenced(); err != nil {
 		return PutResult{}, err
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 	"github.com/replicatorhq/replicator/internal/proctest"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs/errorfs"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
@@ -40,11 +42,11 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-// inProcMaster runs a master node in this process whose commit log has a
-// fault injector.
+// inProcMaster runs a master node in this process whose commit log's
+// file system injects errors (errorfs; no injector until a test sets one).
 type inProcMaster struct {
 	dir    string
-	faults *commitlog.Faults
+	fs     *errorfs.FS
 	logs   *logBuffer
 	api    string
 	cancel context.CancelFunc
@@ -53,12 +55,12 @@ type inProcMaster struct {
 
 func startInProcMaster(t *testing.T, flush commitlog.FlushMode) *inProcMaster {
 	t.Helper()
-	m := &inProcMaster{dir: filepath.Join(t.TempDir(), "m"), faults: &commitlog.Faults{}, logs: &logBuffer{}, done: make(chan error, 1)}
+	m := &inProcMaster{dir: filepath.Join(t.TempDir(), "m"), fs: errorfs.Wrap(vfs.Default, nil), logs: &logBuffer{}, done: make(chan error, 1)}
 	reg := pluginhost.Builtin()
 	reg.RegisterStore("commitlog", func(dir string, so pluginhost.StoreOptions) (store.Store, error) {
 		o := commitlog.DefaultOptions()
 		o.SegmentSize, o.MaxMessageSize, o.FlushMode = segSize, 32<<10, flush
-		o.Logger, o.Registerer, o.Faults = so.Logger, so.Registerer, m.faults
+		o.Logger, o.Registerer, o.FS = so.Logger, so.Registerer, m.fs
 		return commitlog.Open(dir, o)
 	})
 	// Port 0: the node binds its own ports (a port picked free beforehand
@@ -169,12 +171,7 @@ func TestInjectedFsyncFailure(t *testing.T) {
 					t.Fatalf("before the fault: %s %v", st, err)
 				}
 			}
-			m.faults.Set(func(op commitlog.FaultOp, path string) error {
-				if op == commitlog.FaultSync {
-					return syscall.EIO
-				}
-				return nil
-			})
+			m.fs.SetInjector(errorfs.Always(syscall.EIO, errorfs.Kinds(errorfs.OpSync)))
 			failed := 0
 			for range 10 {
 				st, err := put()
@@ -194,7 +191,7 @@ func TestInjectedFsyncFailure(t *testing.T) {
 			// flush error sticks until a restart. (A put whose record a
 			// later, successful background flush already covered before
 			// it looked may still be PUT_OK: that record is durable.)
-			m.faults.Clear()
+			m.fs.SetInjector(nil)
 			after := map[string]int{}
 			for range 3 {
 				st, err := put()
@@ -214,7 +211,7 @@ func TestInjectedFsyncFailure(t *testing.T) {
 					t.Fatalf("the logs lack %q:\n%s", w, logs)
 				}
 			}
-			if m.faults.Injected() == 0 {
+			if m.fs.Injected() == 0 {
 				t.Fatal("no fault was injected")
 			}
 			m.stop()
@@ -224,10 +221,20 @@ func TestInjectedFsyncFailure(t *testing.T) {
 					t.Fatalf("PUT_OK message at %d is not in the reopened log", p.off)
 				}
 			}
-			result(t, "put_ok=%d put_500=%d after_clear=%v injected=%d reopened_records=%d put_ok_verified=%d losses=0", len(oks), failed, after, m.faults.Injected(), len(got), len(oks))
+			result(t, "put_ok=%d put_500=%d after_clear=%v injected=%d reopened_records=%d put_ok_verified=%d losses=0", len(oks), failed, after, m.fs.Injected(), len(got), len(oks))
 		})
 	}
 }
+
+// laterSegment selects a segment file other than the first (in
+// DATA/commitlog or, while it is built, DATA/commitlog.alloc, with the
+// preallocator's ".spare" suffix): not the checkpoint or abort files.
+var laterSegment = errorfs.PathFunc(func(path string) bool {
+	dir := filepath.Base(filepath.Dir(path))
+	name, _ := strings.CutSuffix(filepath.Base(path), ".spare")
+	_, ok := store.ParseSegmentName(name)
+	return ok && name != store.SegmentName(0) && (dir == "commitlog" || dir == "commitlog.alloc")
+})
 
 // TestInjectedSegmentCreateFailure: segment creation fails with ENOSPC
 // (injected on the append path and in the preallocator). Puts that need
@@ -239,12 +246,7 @@ func TestInjectedSegmentCreateFailure(t *testing.T) {
 	for _, seed := range seeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			m := startInProcMaster(t, commitlog.FlushAsync)
-			m.faults.Set(func(op commitlog.FaultOp, path string) error {
-				if op == commitlog.FaultCreate && !strings.HasSuffix(path, "00000000000000000000") {
-					return syscall.ENOSPC
-				}
-				return nil
-			})
+			m.fs.SetInjector(errorfs.Always(syscall.ENOSPC, errorfs.And(errorfs.Kinds(errorfs.OpCreate), laterSegment)))
 			type okPut struct {
 				off  int64
 				body []byte
@@ -276,7 +278,7 @@ func TestInjectedSegmentCreateFailure(t *testing.T) {
 			if !strings.Contains(m.logs.String(), "put failed") {
 				t.Fatalf("no put failure logged:\n%s", m.logs.String())
 			}
-			m.faults.Clear()
+			m.fs.SetInjector(nil)
 			for i := range 5 {
 				topic, body := message(seed, 2, i)
 				a, err := putOne(t, m.api, topic, body)
@@ -297,7 +299,7 @@ func TestInjectedSegmentCreateFailure(t *testing.T) {
 			if len(got) != len(oks) {
 				t.Fatalf("the reopened log holds %d records, %d were PUT_OK and the rest refused", len(got), len(oks))
 			}
-			result(t, "put_ok=%d put_507=%d injected=%d reopened_records=%d losses=0", len(oks), failed, m.faults.Injected(), len(got))
+			result(t, "put_ok=%d put_507=%d injected=%d reopened_records=%d losses=0", len(oks), failed, m.fs.Injected(), len(got))
 		})
 	}
 }
@@ -332,12 +334,7 @@ func TestInjectedFsyncFailureAsyncFlush(t *testing.T) {
 		return nil
 	})
 	stuck := m.metric(t, "replicator_commitlog_flushed_offset_bytes")
-	m.faults.Set(func(op commitlog.FaultOp, path string) error {
-		if op == commitlog.FaultSync {
-			return syscall.EIO
-		}
-		return nil
-	})
+	m.fs.SetInjector(errorfs.Always(syscall.EIO, errorfs.Kinds(errorfs.OpSync)))
 	for i := 20; i < 40; i++ {
 		put(i)
 	}
@@ -350,7 +347,7 @@ func TestInjectedFsyncFailureAsyncFlush(t *testing.T) {
 	if fl := m.metric(t, "replicator_commitlog_flushed_offset_bytes"); fl != stuck {
 		t.Fatalf("flushed offset moved from %v to %v while msync fails", stuck, fl)
 	}
-	m.faults.Clear()
+	m.fs.SetInjector(nil)
 	proctest.Eventually(t, "flushes resume", proctest.WaitTimeout, func() error {
 		if fl, mx := m.metric(t, "replicator_commitlog_flushed_offset_bytes"), m.metric(t, "replicator_commitlog_max_offset_bytes"); fl != mx {
 			return fmt.Errorf("flushed %v of %v", fl, mx)
@@ -366,5 +363,5 @@ func TestInjectedFsyncFailureAsyncFlush(t *testing.T) {
 			t.Fatalf("PUT_OK message at %d is not in the reopened log", off)
 		}
 	}
-	result(t, "put_ok=%d (20 while msync failed) injected=%d reopened_records=%d losses=0", len(offs), m.faults.Injected(), len(got))
+	result(t, "put_ok=%d (20 while msync failed) injected=%d reopened_records=%d losses=0", len(offs), m.fs.Injected(), len(got))
 }

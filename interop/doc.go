@@ -26,4 +26,11 @@
 //	                  [2][max offset i64]                                          acks
 //	master -> slave   [1][12N][max offset i64][last epoch i32] N x [epoch i32][start i64]
 //	                  [2][size i32][offset i64][epoch i32][epoch start i64][confirm i64][body]
+//
+// java/StoreReader.java is an independent reader of a RocketMQ 4.9 store
+// directory that applies a broker's loading and recovery rules (segment
+// names and lengths, abort and checkpoint, magic codes, the filler, body
+// CRC, rebuilt consume queues, config managers); TestRocketMQStoreReader
+// opens directories replicator left (cleanly stopped, killed under load)
+// with it and compares what it recovers with what replicator serves.
 package interop

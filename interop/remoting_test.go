@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // TestJavaRemotingPeers runs replicator's metadata sync over RocketMQ
@@ -27,33 +28,33 @@ func TestJavaRemotingPeers(t *testing.T) {
 
 // getDocument returns a node's metadata document, or an error (404 while
 // it has none).
-func getDocument(apiAddr, name string) (metadata.Document, error) {
+func getDocument(apiAddr, name string) (meta.Document, error) {
 	resp, err := httpClient.Get("http://" + apiAddr + "/v1/metadata/" + name)
 	if err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return metadata.Document{}, fmt.Errorf("GET %s: %d %s", name, resp.StatusCode, b)
+		return meta.Document{}, fmt.Errorf("GET %s: %d %s", name, resp.StatusCode, b)
 	}
 	v, body, err := metadata.DecodeDocument(b)
-	return metadata.Document{Name: name, Version: v, Body: body}, err
+	return meta.Document{Name: name, Version: v, Body: body}, err
 }
 
 // docHas waits until the node's document name has version want (unless
 // zero) and contains every fragment.
-func docHas(t *testing.T, apiAddr, name string, want metadata.DataVersion, fragments ...string) {
+func docHas(t *testing.T, apiAddr, name string, want meta.DataVersion, fragments ...string) {
 	t.Helper()
 	eventually(t, name+" on the slave", func() error {
 		d, err := getDocument(apiAddr, name)
 		if err != nil {
 			return err
 		}
-		if want != (metadata.DataVersion{}) && d.Version != want {
+		if want != (meta.DataVersion{}) && d.Version != want {
 			return fmt.Errorf("version %+v, want %+v", d.Version, want)
 		}
 		for _, f := range fragments {
@@ -85,11 +86,11 @@ func testJavaRemotingMasterToDaemonSlave(t *testing.T, classes string, v4 bool) 
 		"--master", addrs[1], "--metadata-source", "remoting", "--master-remoting", "127.0.0.1:"+port,
 		"--metadata-interval", "100ms", "--reconnect-delay", "100ms")
 
-	docHas(t, addrs[0], metadata.TopicsName, metadata.DataVersion{Timestamp: 1764576000001, Counter: 1},
+	docHas(t, addrs[0], metadata.TopicsName, meta.DataVersion{Timestamp: 1764576000001, Counter: 1},
 		`"TopicTest":{"order":false,"perm":6,"readQueueNums":8`)
-	docHas(t, addrs[0], metadata.ConsumerOffsetName, metadata.DataVersion{}, `"TopicTest@GroupA":{"0":12,"1":7}`)
-	docHas(t, addrs[0], metadata.DelayOffsetName, metadata.DataVersion{}, `{"offsetTable":{"1":0,"2":17,"3":5}}`)
-	docHas(t, addrs[0], metadata.SubscriptionGroupName, metadata.DataVersion{Timestamp: 1764576000000, Counter: 3}, `"GroupA":{`)
+	docHas(t, addrs[0], metadata.ConsumerOffsetName, meta.DataVersion{}, `"TopicTest@GroupA":{"0":12,"1":7}`)
+	docHas(t, addrs[0], metadata.DelayOffsetName, meta.DataVersion{}, `{"offsetTable":{"1":0,"2":17,"3":5}}`)
+	docHas(t, addrs[0], metadata.SubscriptionGroupName, meta.DataVersion{Timestamp: 1764576000000, Counter: 3}, `"GroupA":{`)
 	if v4 {
 		for _, name := range []string{metadata.MessageRequestModeName, metadata.TimerMetricsName} {
 			if _, err := getDocument(addrs[0], name); err == nil || !strings.Contains(err.Error(), "404") {
@@ -97,16 +98,16 @@ func testJavaRemotingMasterToDaemonSlave(t *testing.T, classes string, v4 bool) 
 			}
 		}
 	} else {
-		docHas(t, addrs[0], metadata.MessageRequestModeName, metadata.DataVersion{}, `"mode":"POP"`)
-		docHas(t, addrs[0], metadata.TimerMetricsName, metadata.DataVersion{Timestamp: 1764576000000, Counter: 5}, `"TopicTest":{"count":3,`)
+		docHas(t, addrs[0], metadata.MessageRequestModeName, meta.DataVersion{}, `"mode":"POP"`)
+		docHas(t, addrs[0], metadata.TimerMetricsName, meta.DataVersion{Timestamp: 1764576000000, Counter: 5}, `"TopicTest":{"count":3,`)
 	}
 
 	jm.send("topic NewTopic")
 	jm.waitLine(`^topics 2$`)
-	docHas(t, addrs[0], metadata.TopicsName, metadata.DataVersion{Timestamp: 1764576000002, Counter: 2}, `"NewTopic":{`, `"TopicTest":{`)
+	docHas(t, addrs[0], metadata.TopicsName, meta.DataVersion{Timestamp: 1764576000002, Counter: 2}, `"NewTopic":{`, `"TopicTest":{`)
 	jm.send("offset TopicTest@GroupA 0 99")
 	jm.waitLine(`^offsets$`)
-	docHas(t, addrs[0], metadata.ConsumerOffsetName, metadata.DataVersion{}, `"TopicTest@GroupA":{"0":99,"1":7}`)
+	docHas(t, addrs[0], metadata.ConsumerOffsetName, meta.DataVersion{}, `"TopicTest@GroupA":{"0":99,"1":7}`)
 
 	// The slave spoke JSON headers (RocketMQ's default), six codes a round.
 	for _, code := range []string{"21", "43", "45", "201", "402", "61"} {
@@ -127,7 +128,7 @@ func testDaemonRemotingMasterToJavaSlave(t *testing.T, classes string) {
 	addrs := freeAddrs(t, 3)
 	dir := t.TempDir()
 	startNode(t, "master", addrs[0], "master", "--data", dir, "--listen", addrs[0], "--ha-listen", addrs[1], "--remoting-listen", addrs[2])
-	put := func(name, body string) metadata.DataVersion {
+	put := func(name, body string) meta.DataVersion {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPut, "http://"+addrs[0]+"/v1/metadata/"+name, strings.NewReader(body))
 		resp, err := httpClient.Do(req)

@@ -353,18 +353,7 @@ func (sr *SlaveFrameReader) reject(s error, st HAState, field string, v int64) e
 }
 
 func (sr *SlaveFrameReader) readError(err error, avail, need int) error {
-	if errors.Is(err, io.EOF) {
-		if avail == 0 {
-			sr.sticky = io.EOF
-			return io.EOF
-		}
-		sr.sticky = fmt.Errorf("%w (%d of %d bytes of a slave frame): %w", ErrTruncated, avail, need, io.ErrUnexpectedEOF)
-		return sr.sticky
-	}
-	if err == ErrWouldBlock {
-		return err // not a failure: the caller acts while idle, then reads again (no allocation)
-	}
-	return fmt.Errorf("transport: read slave frame: %w", err)
+	return readFailure(&sr.sticky, err, avail, need, "slave frame", "slave frame")
 }
 
 // MasterFrame is one master->slave frame: a handshake (State ==
@@ -469,18 +458,7 @@ func (p *masterParser) handshake(b []byte) (MasterHandshake, error) {
 }
 
 func (p *masterParser) readError(err error, avail, need int, what string) error {
-	if errors.Is(err, io.EOF) {
-		if avail == 0 {
-			p.sticky = io.EOF
-			return io.EOF
-		}
-		p.sticky = fmt.Errorf("%w (%d of %d bytes of a %s): %w", ErrTruncated, avail, need, what, io.ErrUnexpectedEOF)
-		return p.sticky
-	}
-	if err == ErrWouldBlock {
-		return err // not a failure: the caller acts while idle, then reads again (no allocation)
-	}
-	return fmt.Errorf("transport: read master frame: %w", err)
+	return readFailure(&p.sticky, err, avail, need, what, "master frame")
 }
 
 func normalizeTransferMaxBody(maxBody int) int {

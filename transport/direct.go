@@ -2,7 +2,6 @@ package transport
 
 import (
 	"errors"
-	"fmt"
 	"io"
 )
 
@@ -51,32 +50,11 @@ type Header struct {
 // which Next or Read may be called again (a read deadline, for example).
 // It is not safe for concurrent use.
 type DirectReader struct {
-	r       VectorReader
-	buf     []byte
-	start   int // first unconsumed byte of buf
-	end     int // end of buffered bytes
+	s       bodyStream // staging and body streaming, shared with AutoSwitchDirectReader
 	maxBody int
-	body    int   // body bytes of the current frame not yet read
-	need    int   // size of the current frame (header and body), for errors
-	rerr    error // pending read error, returned once buffered bytes are used
 	sticky  error
 	herr    HeaderError
-	iov     [2][]byte
-	empty   int
-	large   bool  // the last frame's body was read directly: the next fill reads a header only
-	staged  int64 // body bytes copied out of the staging buffer (tests)
 }
-
-// Staging buffer geometry. The body of a frame of at least directMin bytes
-// is read straight into the caller's buffer (but for what arrived with its
-// header), together with the next header; after such a frame, a pause of
-// the stream at a frame boundary costs a header-sized read, so that the
-// next large body goes direct as well. Smaller frames are read
-// stagingWindow bytes at a time, many frames per read, and copied out.
-const (
-	stagingWindow = 64 << 10
-	directMin     = 4 << 10
-)
 
 // NewDirectReader returns a DirectReader on r accepting bodies of at most
 // maxBody bytes (<= 0 or above MaxBodyLimit: MaxBodyLimit).
@@ -84,7 +62,9 @@ func NewDirectReader(r VectorReader, maxBody int) *DirectReader {
 	if maxBody <= 0 || maxBody > MaxBodyLimit {
 		maxBody = MaxBodyLimit
 	}
-	return &DirectReader{r: r, buf: make([]byte, stagingWindow), maxBody: maxBody}
+	d := &DirectReader{maxBody: maxBody}
+	d.s = newBodyStream(r, HeaderSize, "frame", "frame", &d.sticky)
+	return d
 }
 
 // MaxBody is the largest body this reader accepts.
@@ -92,10 +72,10 @@ func (d *DirectReader) MaxBody() int { return d.maxBody }
 
 // Buffered is the number of bytes read from the stream and not yet handed
 // out (headers parsed but not returned count too).
-func (d *DirectReader) Buffered() int { return d.end - d.start }
+func (d *DirectReader) Buffered() int { return len(d.s.staged()) }
 
 // Remaining is the number of body bytes of the current frame not yet read.
-func (d *DirectReader) Remaining() int { return d.body }
+func (d *DirectReader) Remaining() int { return d.s.body }
 
 // Next returns the next frame's header, validated, blocking until its 12
 // bytes are buffered. The body (Size bytes) must then be read with Read
@@ -105,23 +85,20 @@ func (d *DirectReader) Next() (Header, error) {
 	if d.sticky != nil {
 		return Header{}, d.sticky
 	}
-	if d.body > 0 {
+	if d.s.body > 0 {
 		return Header{}, ErrBodyPending
 	}
-	for d.end-d.start < HeaderSize {
-		if err := d.fill(); err != nil {
+	d.s.need = HeaderSize
+	for len(d.s.staged()) < HeaderSize {
+		if err := d.s.fill(); err != nil {
 			return Header{}, err
 		}
 	}
-	off, size := ParseHeader(d.buf[d.start:])
-	if err := d.check(off, size); err != nil {
+	off, size := ParseHeader(d.s.staged())
+	if err := checkHeader(off, size, d.maxBody, &d.herr, &d.sticky); err != nil {
 		return Header{}, err
 	}
-	d.start += HeaderSize
-	d.body = int(size)
-	d.need = HeaderSize + int(size)
-	d.large = int(size) >= directMin
-	d.compact()
+	d.s.startBody(HeaderSize, int(size), HeaderSize+int(size))
 	return Header{Offset: off, Size: int(size)}, nil
 }
 
@@ -133,151 +110,23 @@ var ErrBodyPending = errors.New("transport: frame body not read")
 // to come, io.EOF once the whole body was read. Buffered bytes are copied
 // first; then the stream is read into p directly, together with up to a
 // header of the next frame.
-func (d *DirectReader) Read(p []byte) (int, error) {
-	if d.body == 0 {
-		return 0, io.EOF
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	p = p[:min(len(p), d.body)]
-	if n := d.end - d.start; n > 0 {
-		n = copy(p, d.buf[d.start:d.end])
-		d.start += n
-		d.body -= n
-		d.staged += int64(n)
-		d.compact()
-		return n, nil
-	}
-	if d.sticky != nil {
-		return 0, d.sticky
-	}
-	if err := d.rerr; err != nil {
-		d.rerr = nil
-		return 0, d.readError(err, d.need-d.body, d.need)
-	}
-	if !d.large {
-		// A small frame: read the rest with whatever follows (more small
-		// frames, probably) into the staging buffer, then copy.
-		if err := d.fill(); err != nil {
-			return 0, err
-		}
-		return d.Read(p)
-	}
-	// Straight into p, and the next header (if it is there) into buf.
-	d.start, d.end = 0, 0
-	d.iov[0], d.iov[1] = p, d.buf[:HeaderSize]
-	n, err := d.r.ReadVec(d.iov[:])
-	d.iov[0] = nil
-	if n < 0 || n > len(p)+HeaderSize {
-		d.sticky = fmt.Errorf("transport: read frame: invalid read count %d", n)
-		return 0, d.sticky
-	}
-	got := min(n, len(p))
-	d.end = n - got
-	d.body -= got
-	if err != nil {
-		if got > 0 || d.end > 0 {
-			d.rerr = err
-		} else {
-			return 0, d.readError(err, d.need-d.body, d.need)
-		}
-	}
-	if n == 0 && err == nil {
-		d.empty++
-		if d.empty >= maxEmptyReads {
-			return 0, fmt.Errorf("transport: read frame: %w", io.ErrNoProgress)
-		}
-	} else {
-		d.empty = 0
-	}
-	return got, nil
-}
+func (d *DirectReader) Read(p []byte) (int, error) { return d.s.read(p) }
 
-// fill reads once into the staging buffer (it may return with fewer
-// bytes than the caller needs; callers loop). It is called with fewer than
-// a header buffered, or with nothing buffered and a small rest of a body
-// to come.
-func (d *DirectReader) fill() error {
-	if err := d.rerr; err != nil {
-		d.rerr = nil
-		avail := d.end - d.start
-		if d.body > 0 {
-			return d.readError(err, d.need-d.body+avail, d.need)
-		}
-		return d.readError(err, avail, HeaderSize)
-	}
-	if d.start > 0 { // fewer than a header or a small rest is buffered
-		d.end = copy(d.buf, d.buf[d.start:d.end])
-		d.start = 0
-	}
-	limit := len(d.buf)
-	if d.large && d.body == 0 {
-		// After a large frame, a frame boundary where the stream paused:
-		// fetch just the next header, so that a large body that follows
-		// goes straight to its destination, not through this buffer.
-		limit = HeaderSize
-	}
-	d.iov[0], d.iov[1] = d.buf[d.end:limit], nil
-	n, err := d.r.ReadVec(d.iov[:1])
-	d.iov[0] = nil
-	if n < 0 || n > limit-d.end {
-		d.sticky = fmt.Errorf("transport: read frame: invalid read count %d", n)
-		return d.sticky
-	}
-	d.end += n
-	if err != nil {
-		d.rerr = err
-		if n == 0 {
-			return d.fill()
-		}
-		return nil
-	}
-	if n == 0 {
-		d.empty++
-		if d.empty >= maxEmptyReads {
-			return fmt.Errorf("transport: read frame: %w", io.ErrNoProgress)
-		}
-		return nil
-	}
-	d.empty = 0
-	return nil
-}
-
-func (d *DirectReader) compact() {
-	if d.start == d.end {
-		d.start, d.end = 0, 0
-	}
-}
-
-func (d *DirectReader) check(off int64, size int32) error {
+// checkHeader validates a classic frame header (FrameReader and
+// DirectReader): a violation is recorded in herr and made sticky.
+func checkHeader(off int64, size int32, maxBody int, herr *HeaderError, sticky *error) error {
 	var s error
 	switch {
 	case size < 0:
 		s = ErrNegativeSize
-	case int64(size) > int64(d.maxBody):
+	case int64(size) > int64(maxBody):
 		s = ErrFrameTooLarge
 	case off < 0:
 		s = ErrNegativeOffset
 	default:
 		return nil
 	}
-	d.herr = HeaderError{Err: s, Offset: off, Size: size, MaxBody: d.maxBody}
-	d.sticky = &d.herr
-	return d.sticky
-}
-
-func (d *DirectReader) readError(err error, have, need int) error {
-	if errors.Is(err, io.EOF) {
-		if have == 0 && d.body == 0 {
-			d.sticky = io.EOF
-			return io.EOF
-		}
-		d.sticky = fmt.Errorf("%w (%d of %d bytes of a frame): %w", ErrTruncated, have, need, io.ErrUnexpectedEOF)
-		return d.sticky
-	}
-	if err == ErrWouldBlock {
-		return err // not a failure: the caller acts while idle, then reads again (no allocation)
-	}
-	return fmt.Errorf("transport: read frame: %w", err)
+	*herr = HeaderError{Err: s, Offset: off, Size: size, MaxBody: maxBody}
+	*sticky = herr
+	return herr
 }

@@ -163,7 +163,8 @@
 // AutoSwitchDirectReader is DirectReader for this protocol: a transfer body
 // of 4 KiB or more is read straight into the caller's memory together with
 // up to 36 bytes of the next frame in one vectored read; handshakes are
-// staged and returned whole.
+// staged and returned whole. The two direct readers parse their own
+// headers and share the staging and body streaming (directbody.go).
 //
 // # Errors
 //

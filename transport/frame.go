@@ -162,7 +162,7 @@ func NewFrameReaderSize(r io.Reader, maxBody, bufSize int) *FrameReader {
 // frames are small (a frame larger than half of it widens the window to
 // twice its size): reading into a cache-warm region beats streaming through
 // 4 MiB, and the untouched rest of the buffer is never even paged in.
-var readWindow = 256 << 10
+const readWindow = 256 << 10
 
 // MaxBody is the largest body this reader accepts.
 func (fr *FrameReader) MaxBody() int { return fr.maxBody }
@@ -230,35 +230,11 @@ func (fr *FrameReader) Next() (Frame, error) {
 }
 
 func (fr *FrameReader) check(off int64, size int32) error {
-	var s error
-	switch {
-	case size < 0:
-		s = ErrNegativeSize
-	case int64(size) > int64(fr.maxBody):
-		s = ErrFrameTooLarge
-	case off < 0:
-		s = ErrNegativeOffset
-	default:
-		return nil
-	}
-	fr.herr = HeaderError{Err: s, Offset: off, Size: size, MaxBody: fr.maxBody}
-	fr.sticky = &fr.herr
-	return fr.sticky
+	return checkHeader(off, size, fr.maxBody, &fr.herr, &fr.sticky)
 }
 
 func (fr *FrameReader) readError(err error, avail, need int) error {
-	if errors.Is(err, io.EOF) {
-		if avail == 0 {
-			fr.sticky = io.EOF
-			return io.EOF
-		}
-		fr.sticky = fmt.Errorf("%w (%d of %d bytes of a frame): %w", ErrTruncated, avail, need, io.ErrUnexpectedEOF)
-		return fr.sticky
-	}
-	if err == ErrWouldBlock {
-		return err // not a failure: the caller acts while idle, then reads again (no allocation)
-	}
-	return fmt.Errorf("transport: read frame: %w", err)
+	return readFailure(&fr.sticky, err, avail, need, "frame", "frame")
 }
 
 // FrameWriter writes master->slave frames. Each frame goes out in a single

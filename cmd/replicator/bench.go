@@ -101,7 +101,8 @@ disk_fdatasync_per_s, tcp_rtt_p50_ms,
 tcp_rtt_p99_ms, the per-run figures (*_runs), peak memory
 (master_/slave_/process_peak_rss_bytes, ..._rss_anon_bytes,
 ..._rss_file_bytes, master_/slave_plugin_peak_rss_bytes),
-machine_busy_pct, cpus, time; null where a key does not apply.`,
+master_/slave_/process_cpu_us_per_msg (CPU per message of the daemons and
+of this process), machine_busy_pct, cpus, time; null where a key does not apply.`,
 		Options: []*config.Option{
 			{Name: "size", Meta: "SIZE", Help: "catchup: the master's log size", Default: "1GiB", Value: config.Size(&b.Size, 64<<10, 1<<40)},
 			{Name: "producers", Meta: "N,...", Help: "sync and async: concurrent producer counts", Default: "1,16,64", Value: config.CSV(&b.Producers, checkProducers)},
@@ -117,7 +118,7 @@ machine_busy_pct, cpus, time; null where a key does not apply.`,
 			{Name: "limit-size", Meta: "SIZE", Help: "limits: bytes streamed over loopback TCP (the disk writes half as much)", Default: "1GiB", Value: config.Size(&b.LimitSize, 64<<10, 64<<30)},
 			{Name: "limit-time", Meta: "DURATION", Help: "limits: time of the round-trip and of the fdatasync measurement each", Default: "1s", Value: config.Duration(&b.LimitTime, 10*time.Millisecond, time.Minute)},
 			{Name: "quiet-wait", Meta: "DURATION", Help: "before each measurement, wait up to this long for the machine to be under 25% busy (0: no wait)", Default: "5s", Value: config.Duration(&b.QuietWait, 0, 10*time.Minute)},
-			{Name: "profile", Meta: "DIR", Help: "write a CPU and an allocation profile of this process per measured point into DIR, and CPU profiles of the daemons (--pprof) for sync and async points via the API", Value: config.Dir(&b.Profile, true)},
+			{Name: "profile", Meta: "DIR", Help: "write a CPU and an allocation profile of this process per measured point into DIR, and CPU profiles of the daemons (--pprof) for points via the API or the client (catch-up included)", Value: config.Dir(&b.Profile, true)},
 			{Name: "json", Help: "print one JSON object per line per scenario point instead of the table", Value: config.Bool(&b.JSON)},
 			{Name: "keep", Help: "keep the scratch directory (data and node logs)", Value: config.Bool(&b.Keep)},
 			{Name: "ha-protocol", Meta: "PROTOCOL", Help: "classic, or autoswitch: every api and client point runs with the classic and then the autoswitch HA protocol, and the progress says autoswitch's share of classic's rate", Default: "classic", Value: config.Enum(&b.HAProtocol, "classic", "autoswitch")},

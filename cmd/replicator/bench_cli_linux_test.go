@@ -56,7 +56,7 @@ func TestE2EBenchAPI(t *testing.T) {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
 	// --profile: the producers' profile, and the daemons' (their --pprof).
-	for _, name := range []string{"sync-api-builtin-p3-run1.cpu.pprof", "async-api-builtin-p3-run1.master.cpu.pprof", "sync-api-builtin-p3-run1.slave.cpu.pprof"} {
+	for _, name := range []string{"sync-api-builtin-p3-run1.cpu.pprof", "async-api-builtin-p3-run1.master.cpu.pprof", "sync-api-builtin-p3-run1.slave.cpu.pprof", "catchup-api-builtin-run1.slave.cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(prof, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("profile %s: %v", name, err)
 		}
@@ -84,6 +84,12 @@ func TestE2EBenchAPI(t *testing.T) {
 			}
 			if lag := m["lag_p99_ms"]; (m["scenario"] == "async") != (lag != nil) {
 				t.Errorf("%s: lag_p99_ms %v", m["scenario"], lag)
+			}
+			// CPU per message of the two daemons and of the producers.
+			for _, k := range []string{"master_cpu_us_per_msg", "slave_cpu_us_per_msg", "process_cpu_us_per_msg"} {
+				if v, ok := m[k].(float64); !ok || v < 0 {
+					t.Errorf("%s: %s = %v", m["scenario"], k, m[k])
+				}
 			}
 		}
 	}

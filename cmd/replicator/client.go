@@ -201,6 +201,7 @@ func printStatus(w io.Writer, apiURL string, st api.Status) {
 	}
 	tw.Flush()
 	printAutoSwitchStatus(w, st) // role.go
+	printControllerStatus(w, st) // nodecmd.go
 	if st.Master == nil {
 		if len(st.Slaves) == 0 {
 			fmt.Fprintf(w, "slaves: none connected\n")

@@ -48,7 +48,8 @@ type child struct {
 }
 
 func startChild(exe, name, logPath string, args ...string) (*child, error) {
-	f, err := os.Create(logPath)
+	// Appended to: a node of demo --failover restarts on the same log.
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +147,9 @@ type demo struct {
 }
 
 func runDemo(ctx context.Context, e *env) int {
+	if e.opts.demo.Failover.Enabled {
+		return runDemoFailover(ctx, e) // demo_failover.go
+	}
 	d := &demo{e: e, o: e.opts.demo, progress: e.stdout}
 	if f, ok := e.stdout.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -565,10 +569,11 @@ func (d *demo) summary() {
 	fmt.Fprintf(w, "  messages  replicator tail --api %s\n", d.sAPI)
 }
 
-// cleanup stops the children and removes the directory (unless --keep).
-func (d *demo) cleanup() error {
+// stopChildren stops the children in order (nil ones skipped) and returns
+// the errors of those that did not exit cleanly, naming their logs.
+func stopChildren(cs ...*child) []error {
 	var errs []error
-	for _, c := range []*child{d.slave, d.master} {
+	for _, c := range cs {
 		if c == nil {
 			continue
 		}
@@ -580,6 +585,12 @@ func (d *demo) cleanup() error {
 			errs = append(errs, err)
 		}
 	}
+	return errs
+}
+
+// cleanup stops the children and removes the directory (unless --keep).
+func (d *demo) cleanup() error {
+	errs := stopChildren(d.slave, d.master)
 	if d.dir != "" && !d.o.Keep {
 		if err := os.RemoveAll(d.dir); err != nil {
 			errs = append(errs, err)

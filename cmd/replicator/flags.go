@@ -149,6 +149,7 @@ type demoOpts struct {
 	Replication string
 	Concurrency int
 	Keep        bool
+	Failover    failoverOpts // demo_failover.go
 }
 
 // options holds the parse targets of every command.
@@ -163,6 +164,7 @@ type options struct {
 	bench  benchOpts      // bench.go
 	role   roleOpts       // role.go: promote and demote
 	ctl    controllerOpts // controller.go
+	node   nodeCmdOpts    // nodecmd.go
 }
 
 func checkProperty(s string) error {
@@ -272,7 +274,7 @@ Exit status: 0 when every message is stored with PUT_OK, 3 when every message
 is stored but some with another status (FLUSH_SLAVE_TIMEOUT, ...), 1 when a
 message failed, 2 on bad usage.`,
 		Options: append([]*config.Option{
-			{Name: "api", Meta: "URL", Help: "the master's HTTP API", Default: defaultAPIURL, Value: config.URL(&p.API, false)},
+			{Name: "api", Meta: "URL[,URL...]", Help: "the master's HTTP API; with several (the nodes of a group), put tries them in turn and follows a slave's answer to its master", Default: defaultAPIURL, Value: urlList{&p.API}},
 			{Name: "topic", Meta: "TOPIC", Help: "topic ([%|a-zA-Z0-9_-], at most 127 bytes)", Default: "TopicTest", Value: config.String(&p.Topic, true)},
 			{Name: "key", Meta: "KEY", Help: "message keys (RocketMQ KEYS; space-separated for several)", Value: config.String(&p.Key, false)},
 			{Name: "tag", Meta: "TAG", Help: "message tag (RocketMQ TAGS)", Value: config.String(&p.Tag, false)},
@@ -325,22 +327,32 @@ ports, in a temporary directory; write messages to the master with a progress
 bar; show the slave catching up; check that the slave's commit log is
 byte-identical to the master's; print a summary. Exits 0 by itself and
 removes the temporary directory (keep it with --keep). Ctrl-C at any point
-stops both nodes and cleans up.`,
-		Options: []*config.Option{
+stops both nodes and cleans up.
+
+With --failover: start a controller (embedded etcd) and three nodes of one
+controller-mode group (sync replication unless --replication says
+otherwise, 1 KiB messages unless --size does); write with --concurrency
+producers; kill -9 the master and show the election (the new master and
+epoch, the time from the kill to the first PUT_OK on it, the puts that
+failed or had an unknown outcome); restart the old master and show it
+rejoin as a slave (with the tail it cut); check that the three commit logs
+end byte-identical and hold every PUT_OK message. --messages does not
+apply: each step writes for --phase.`,
+		Options: append([]*config.Option{
 			{Name: "messages", Meta: "N", Help: "messages to write", Default: "20000", Value: config.Int(&d.Messages, 1, 10_000_000)},
 			{Name: "size", Meta: "SIZE", Help: "message body size", Default: "4KiB", Value: config.Size(&d.Size, 1, 4<<20)},
 			{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size (small, so the run spans several)", Default: "16MiB", Value: config.SizeMultiple(&d.SegmentSize, minSegmentSize, 1<<30, 4096)},
 			{Name: "replication", Meta: "MODE", Help: "async or sync", Default: "async", Value: config.Enum(&d.Replication, "async", "sync")},
 			{Name: "concurrency", Meta: "N", Help: "concurrent producers", Default: "8", Value: config.Int(&d.Concurrency, 1, 256)},
 			{Name: "keep", Help: "keep the data directories and print how to restart the nodes", Value: config.Bool(&d.Keep)},
-		},
+		}, failoverOptions(&d.Failover)...),
 	}
 	version := &config.Command{Name: "version", Synopsis: "print the version and the builtin plugins"}
 	return &config.Program{
 		Name:         "replicator",
 		Synopsis:     "RocketMQ-style master/slave commit-log replication, as a daemon and a CLI",
 		Global:       global,
-		Commands:     []*config.Command{master, slave, put, status, tail, demo, benchCommand(&o.bench), version, pluginsCommand(), promoteCommand(&o.role), demoteCommand(&o.role), controllerCommand(&o.ctl)},
+		Commands:     []*config.Command{master, slave, put, status, tail, demo, benchCommand(&o.bench), version, pluginsCommand(), promoteCommand(&o.role), demoteCommand(&o.role), controllerCommand(&o.ctl), nodeCommand(&o.node)},
 		ConfigOption: "config",
 		Env:          []string{apiTokenEnv},
 	}

@@ -104,6 +104,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		code = runRole(ctx, e, res.Command.Name)
 	case "controller":
 		code = runController(ctx, e)
+	case "node":
+		code = runNodeCmd(ctx, e) // nodecmd.go
 	case "version":
 		fmt.Fprintf(stdout, "replicator %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		reg := builtinRegistry()

@@ -11,6 +11,7 @@ import (
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/internal/node"
 	"github.com/replicatorhq/replicator/plugins/metadata"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // The metadata plugin (plugins/metadata) on every node: its HTTP API on the
@@ -38,9 +39,9 @@ type metadataExtension struct {
 	rem      *remotingWiring // remoting.go; nil: no remoting
 
 	env      node.ExtensionEnv
-	store    metadataStore // builtin *metadata.Store, or an external plugin (plugins_metadata.go)
-	ro, rw   http.Handler  // the read-only (slave) and read-write (master) API
-	writable atomic.Bool   // the node is a master now: rw serves
+	store    meta.Store   // builtin *metadata.Store, or an external plugin (plugins_metadata.go)
+	ro, rw   http.Handler // the read-only (slave) and read-write (master) API
+	writable atomic.Bool  // the node is a master now: rw serves
 
 	mu     sync.Mutex // serialises role changes and Close
 	closed bool

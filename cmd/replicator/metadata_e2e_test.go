@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // metadataInterval is the slave's --metadata-interval in startSlave.
@@ -31,7 +32,7 @@ func TestE2EMetadata(t *testing.T) {
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	seed := metadata.EncodeDocument(metadata.DataVersion{Counter: 1}, json.RawMessage(`{"offsetTable":{"Old@g":{"0":5}}}`))
+	seed := metadata.EncodeDocument(meta.DataVersion{Counter: 1}, json.RawMessage(`{"offsetTable":{"Old@g":{"0":5}}}`))
 	if err := os.WriteFile(filepath.Join(cfgDir, metadata.ConsumerOffsetName), seed, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -120,15 +121,15 @@ func TestE2EMetadata(t *testing.T) {
 }
 
 // getDoc fetches one metadata document from a node's API.
-func getDoc(t *testing.T, apiURL, name string) (metadata.Document, error) {
+func getDoc(t *testing.T, apiURL, name string) (meta.Document, error) {
 	t.Helper()
 	code, b := httpDo(t, "GET", apiURL+"/v1/metadata/"+name, nil, nil)
 	if code != 200 {
-		return metadata.Document{}, fmt.Errorf("GET %s: %d %s", name, code, b)
+		return meta.Document{}, fmt.Errorf("GET %s: %d %s", name, code, b)
 	}
 	v, body, err := metadata.DecodeDocument(b)
 	if err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
-	return metadata.Document{Name: name, Version: v, Body: body}, nil
+	return meta.Document{Name: name, Version: v, Body: body}, nil
 }

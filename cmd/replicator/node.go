@@ -35,6 +35,12 @@ func runNode(ctx context.Context, e *env, role string) int {
 	if err != nil {
 		return e.failErr(role, err)
 	}
+	return e.runNodeConfig(ctx, role, cfg)
+}
+
+// runNodeConfig builds the node of cfg and runs it until ctx is done or an
+// external plugin crashes; role names it in a failure.
+func (e *env) runNodeConfig(ctx context.Context, role string, cfg node.Config) int {
 	ctx, stopPlugins := e.plugins.watch(ctx) // plugins.go: a plugin crash cancels ctx
 	n, err := node.New(cfg)
 	if err != nil {

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
 
 	producer "github.com/replicatorhq/replicator/client"
+	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/node"
 )
 
@@ -57,7 +59,7 @@ func runPutClient(ctx context.Context, e *env) int {
 		return e.failErr("put", usage(err))
 	}
 	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	p, err := producer.Dial(dctx, []string{o.API}, append(opts, producer.WithRetryTimeout(o.Timeout), producer.WithFollowMaster(!o.NoFollow))...)
+	p, err := producer.Dial(dctx, strings.Split(o.API, ","), append(opts, producer.WithRetryTimeout(o.Timeout), producer.WithFollowMaster(!o.NoFollow))...)
 	cancel()
 	if err != nil {
 		return e.failErr("put", err)
@@ -123,3 +125,28 @@ func runPutClient(ctx context.Context, e *env) int {
 	}
 	return code
 }
+
+// urlList is put's --api: one or more comma-separated base URLs, each
+// checked and normalised as config.URL does, kept comma-joined.
+type urlList struct{ p *string }
+
+func (v urlList) Set(s string) error {
+	var out []string
+	for _, it := range strings.Split(s, ",") {
+		if it = strings.TrimSpace(it); it == "" {
+			continue
+		}
+		u, err := config.NormalizeURL(it)
+		if err != nil {
+			return err
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return errors.New("no URL (want http://host:port[,http://host:port...])")
+	}
+	*v.p = strings.Join(out, ",")
+	return nil
+}
+
+func (v urlList) String() string { return *v.p }

@@ -15,6 +15,7 @@ import (
 	"github.com/replicatorhq/replicator/plugins/metadata"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/remoting"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // RocketMQ remoting for metadata (package remoting, plugins/metadata
@@ -92,31 +93,60 @@ func (v remotingListenValue) Reset() { v.r.Listen = nil }
 // listenIsDefault reports whether --remoting-listen was left at its default.
 func (r *remotingOpts) listenIsDefault() bool { return r.listenSets <= 1 }
 
-func remotingMasterOpts(n *nodeOpts) []*config.Option {
+// remotingServeOpts are the options of the remoting server; def is the
+// default of --remoting-listen and when prefixes the help texts.
+func remotingServeOpts(n *nodeOpts, def, when string) []*config.Option {
 	r := &n.rem
+	listenHelp := when + "comma-separated addresses where the master answers RocketMQ slaves' metadata requests over RocketMQ remoting (topics, consumer and delay offsets, subscription groups, request modes); \"off\" disables it"
+	if def == defaultRemotingListen {
+		listenHelp += "; the default, RocketMQ's VIP channel port, is skipped with a warning when another process holds it"
+	}
 	return []*config.Option{
-		{Name: "remoting-listen", Meta: "LIST", Help: "comma-separated addresses where the master answers RocketMQ slaves' metadata requests over RocketMQ remoting (topics, consumer and delay offsets, subscription groups, request modes); \"off\" disables it; the default, RocketMQ's VIP channel port, is skipped with a warning when another process holds it", Default: defaultRemotingListen, Value: remotingListenValue{r}},
-		{Name: "remoting-allow", Meta: "LIST", Help: "comma-separated IPs and CIDR prefixes allowed to connect to --remoting-listen (default: all)", Value: config.CSV(&r.Allow, checkAllow)},
-		{Name: "remoting-max-conns", Meta: "N", Help: "remoting connections open at once; more are closed at accept (0: no limit)", Default: defaultRemotingMaxConns, Value: config.Int(&r.MaxConns, 0, 1<<20)},
-		{Name: "remoting-max-conns-per-ip", Meta: "N", Help: "remoting connections open at once from one IP address (0: no limit)", Default: defaultRemotingPerIP, Value: config.Int(&r.PerIP, 0, 1<<20)},
-		{Name: "remoting-idle-timeout", Meta: "DURATION", Help: "close a remoting connection that sent nothing this long", Default: defaultRemotingIdle, Value: config.Duration(&r.Idle, time.Millisecond, 24*time.Hour)},
-		{Name: "remoting-max-frame-size", Meta: "SIZE", Help: "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)", Default: defaultRemotingMaxFrame, Value: config.Size(&r.MaxFrameSize, 1024, remotingMaxFrameSizeLimit)},
-		{Name: "remoting-tls-cert", Meta: "FILE", Help: "serve --remoting-listen over TLS with this PEM certificate (needs --remoting-tls-key)", Value: config.File(&r.TLSCert, true)},
-		{Name: "remoting-tls-key", Meta: "FILE", Help: "PEM private key of --remoting-tls-cert", Value: config.File(&r.TLSKey, true)},
-		{Name: "remoting-tls-client-ca", Meta: "FILE", Help: "require remoting client certificates signed by a CA in this PEM file (needs --remoting-tls-cert)", Value: config.File(&r.TLSClientCA, true)},
+		{Name: "remoting-listen", Meta: "LIST", Help: listenHelp, Default: def, Value: remotingListenValue{r}},
+		{Name: "remoting-allow", Meta: "LIST", Help: when + "comma-separated IPs and CIDR prefixes allowed to connect to --remoting-listen (default: all)", Value: config.CSV(&r.Allow, checkAllow)},
+		{Name: "remoting-max-conns", Meta: "N", Help: when + "remoting connections open at once; more are closed at accept (0: no limit)", Default: defaultRemotingMaxConns, Value: config.Int(&r.MaxConns, 0, 1<<20)},
+		{Name: "remoting-max-conns-per-ip", Meta: "N", Help: when + "remoting connections open at once from one IP address (0: no limit)", Default: defaultRemotingPerIP, Value: config.Int(&r.PerIP, 0, 1<<20)},
+		{Name: "remoting-idle-timeout", Meta: "DURATION", Help: when + "close a remoting connection that sent nothing this long", Default: defaultRemotingIdle, Value: config.Duration(&r.Idle, time.Millisecond, 24*time.Hour)},
+		{Name: "remoting-tls-cert", Meta: "FILE", Help: when + "serve --remoting-listen over TLS with this PEM certificate (needs --remoting-tls-key)", Value: config.File(&r.TLSCert, true)},
+		{Name: "remoting-tls-key", Meta: "FILE", Help: when + "PEM private key of --remoting-tls-cert", Value: config.File(&r.TLSKey, true)},
+		{Name: "remoting-tls-client-ca", Meta: "FILE", Help: when + "require remoting client certificates signed by a CA in this PEM file (needs --remoting-tls-cert)", Value: config.File(&r.TLSClientCA, true)},
 	}
 }
 
+// remotingFrameOpt is --remoting-max-frame-size, which bounds the frames
+// the server reads and the answers the slave's source reads.
+func remotingFrameOpt(n *nodeOpts, help string) *config.Option {
+	return &config.Option{Name: "remoting-max-frame-size", Meta: "SIZE", Help: help, Default: defaultRemotingMaxFrame, Value: config.Size(&n.rem.MaxFrameSize, 1024, remotingMaxFrameSizeLimit)}
+}
+
+func remotingMasterOpts(n *nodeOpts) []*config.Option {
+	return append(remotingServeOpts(n, defaultRemotingListen, ""),
+		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)"))
+}
+
+// remotingSlaveOpts are the slave's metadata source options and, for an
+// autoswitch slave, the server it runs while it is a master (after a
+// promote); off by default there (a promoted slave on a shared machine
+// must not take a port nobody gave it).
 func remotingSlaveOpts(n *nodeOpts) []*config.Option {
 	r := &n.rem
-	return []*config.Option{
+	return append([]*config.Option{
 		{Name: "metadata-source", Meta: "SOURCE", Help: "where the slave pulls metadata from: http (the master's API, --master-api) or remoting (RocketMQ remoting, --master-remoting; a RocketMQ master works too)", Default: metadataSourceHTTP, Value: config.Enum(&r.MetadataSource, metadataSourceHTTP, metadataSourceRemoting)},
 		{Name: "master-remoting", Meta: "ADDR", Help: "the master's remoting address for --metadata-source remoting (default: the host of --master, HA port - 3, RocketMQ's VIP channel port)", Value: config.String(&r.MasterRemoting, false)},
 		{Name: "master-remoting-tls-ca", Meta: "FILE", Help: "connect to --master-remoting over TLS, verifying it against the CAs in this PEM file", Value: config.File(&r.MasterTLSCA, true)},
 		{Name: "master-remoting-tls-cert", Meta: "FILE", Help: "client certificate (PEM) for a remoting port that requires one (needs --master-remoting-tls-ca and --master-remoting-tls-key)", Value: config.File(&r.MasterTLSCert, true)},
 		{Name: "master-remoting-tls-key", Meta: "FILE", Help: "PEM private key of --master-remoting-tls-cert", Value: config.File(&r.MasterTLSKey, true)},
-		{Name: "remoting-max-frame-size", Meta: "SIZE", Help: "largest remoting answer read from the master, length field included (RocketMQ's limit is 16 MiB)", Default: defaultRemotingMaxFrame, Value: config.Size(&r.MaxFrameSize, 1024, remotingMaxFrameSizeLimit)},
-	}
+		remotingFrameOpt(n, "largest remoting frame read, length field included: an answer from --master-remoting, a request on --remoting-listen (RocketMQ's limit is 16 MiB)"),
+	}, remotingServeOpts(n, remotingListenOff, "autoswitch, while promoted: ")...)
+}
+
+// remotingNodeOpts are the remoting server options of a node whose role
+// changes at run time (replicator node): the server runs while the node is
+// the master, off by default. newRemotingWiring takes any role other than
+// "master" and "slave" as such a node.
+func remotingNodeOpts(n *nodeOpts) []*config.Option {
+	return append(remotingServeOpts(n, remotingListenOff, "while this node is the master: "),
+		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)"))
 }
 
 // defaultMasterRemoting derives the master's remoting address from its HA
@@ -152,57 +182,83 @@ type remotingWiring struct {
 	wg     sync.WaitGroup
 }
 
-// newRemotingWiring checks the remoting options of role. It returns nil
-// when remoting is off (a master with --remoting-listen off, a slave with
-// --metadata-source http).
+// newRemotingWiring checks the remoting options of role ("master",
+// "slave", or any other name for a node whose role changes at run time).
+// It returns nil when remoting is off: no --remoting-listen address (a
+// master with "off", a slave or node left at its default) and, on a slave,
+// --metadata-source http.
 func newRemotingWiring(role string, o *nodeOpts) (*remotingWiring, error) {
-	r := &o.rem
-	w := &remotingWiring{idle: r.Idle, maxFrame: int(r.MaxFrameSize)}
-	if role != "slave" {
-		for _, a := range r.Listen {
-			if a == remotingListenOff {
-				if len(r.Listen) > 1 {
-					return nil, usage(errors.New(`--remoting-listen: "off" cannot be combined with addresses`))
-				}
-				return nil, nil
-			}
-		}
-		if len(r.Listen) == 0 {
-			return nil, nil
-		}
-		w.listen = r.Listen
-		if r.listenIsDefault() && len(w.listen) == 1 && w.listen[0] == defaultRemotingListen {
-			// The default: a busy port (a second master on the machine) is
-			// a warning, not a failure.
-			w.optional = defaultRemotingListen
-		}
-		allow, err := tcptransport.ParseAllow(r.Allow)
-		if err != nil {
-			return nil, usage(fmt.Errorf("--remoting-allow: %w", err))
-		}
-		w.tcpOpts = tcptransport.DefaultOptions()
-		w.tcpOpts.Allow, w.tcpOpts.MaxConns, w.tcpOpts.MaxConnsPerIP = allow, r.MaxConns, r.PerIP
-		switch {
-		case r.TLSCert != "" || r.TLSKey != "":
-			if w.tcpOpts.ServerTLS, err = node.ServerTLS(r.TLSCert, r.TLSKey, r.TLSClientCA); err != nil {
-				return nil, usage(fmt.Errorf("--remoting-tls-cert/--remoting-tls-key/--remoting-tls-client-ca: %w", err))
-			}
-		case r.TLSClientCA != "":
-			return nil, usage(errors.New("--remoting-tls-client-ca needs --remoting-tls-cert and --remoting-tls-key (client certificates need TLS)"))
-		}
-		return w, nil
+	w := &remotingWiring{idle: o.rem.Idle, maxFrame: int(o.rem.MaxFrameSize)}
+	if err := w.configureServer(role, o); err != nil {
+		return nil, err
 	}
-	if r.MetadataSource != metadataSourceRemoting {
+	if role == "slave" {
+		if err := w.configureSource(o); err != nil {
+			return nil, err
+		}
+	}
+	if len(w.listen) == 0 && w.addr == "" {
 		return nil, nil
+	}
+	return w, nil
+}
+
+// configureServer sets the listen side from --remoting-*. A classic slave
+// never becomes a master: an address given to it is a usage error.
+func (w *remotingWiring) configureServer(role string, o *nodeOpts) error {
+	r := &o.rem
+	for _, a := range r.Listen {
+		if a == remotingListenOff {
+			if len(r.Listen) > 1 {
+				return usage(errors.New(`--remoting-listen: "off" cannot be combined with addresses`))
+			}
+			return nil
+		}
+	}
+	if len(r.Listen) == 0 {
+		return nil
+	}
+	if role == "slave" && o.as.Protocol == "classic" {
+		return usage(errors.New("--remoting-listen on a slave serves remoting after a promote: it needs --ha-protocol autoswitch"))
+	}
+	w.listen = r.Listen
+	if role == "master" && r.listenIsDefault() && len(w.listen) == 1 && w.listen[0] == defaultRemotingListen {
+		// The master's default: a busy port (a second master on the
+		// machine) is a warning, not a failure.
+		w.optional = defaultRemotingListen
+	}
+	allow, err := tcptransport.ParseAllow(r.Allow)
+	if err != nil {
+		return usage(fmt.Errorf("--remoting-allow: %w", err))
+	}
+	w.tcpOpts = tcptransport.DefaultOptions()
+	w.tcpOpts.Allow, w.tcpOpts.MaxConns, w.tcpOpts.MaxConnsPerIP = allow, r.MaxConns, r.PerIP
+	switch {
+	case r.TLSCert != "" || r.TLSKey != "":
+		if w.tcpOpts.ServerTLS, err = node.ServerTLS(r.TLSCert, r.TLSKey, r.TLSClientCA); err != nil {
+			return usage(fmt.Errorf("--remoting-tls-cert/--remoting-tls-key/--remoting-tls-client-ca: %w", err))
+		}
+	case r.TLSClientCA != "":
+		return usage(errors.New("--remoting-tls-client-ca needs --remoting-tls-cert and --remoting-tls-key (client certificates need TLS)"))
+	}
+	return nil
+}
+
+// configureSource sets the slave's source side from --metadata-source
+// remoting and --master-remoting*.
+func (w *remotingWiring) configureSource(o *nodeOpts) error {
+	r := &o.rem
+	if r.MetadataSource != metadataSourceRemoting {
+		return nil
 	}
 	w.addr = r.MasterRemoting
 	if w.addr == "" {
 		if w.addr = defaultMasterRemoting(o.Master); w.addr == "" {
-			return nil, usage(fmt.Errorf("--master-remoting: cannot derive it from --master %q; set it", o.Master))
+			return usage(fmt.Errorf("--master-remoting: cannot derive it from --master %q; set it", o.Master))
 		}
 	}
 	if err := config.CheckAddr(w.addr, false); err != nil {
-		return nil, usage(fmt.Errorf("--master-remoting: %w", err))
+		return usage(fmt.Errorf("--master-remoting: %w", err))
 	}
 	opts := tcptransport.DefaultOptions()
 	switch {
@@ -210,18 +266,18 @@ func newRemotingWiring(role string, o *nodeOpts) (*remotingWiring, error) {
 		host, _, _ := net.SplitHostPort(w.addr)
 		var err error
 		if opts.ClientTLS, err = node.ClientTLS(r.MasterTLSCA, r.MasterTLSCert, r.MasterTLSKey, host); err != nil {
-			return nil, usage(fmt.Errorf("--master-remoting-tls-ca/--master-remoting-tls-cert/--master-remoting-tls-key: %w", err))
+			return usage(fmt.Errorf("--master-remoting-tls-ca/--master-remoting-tls-cert/--master-remoting-tls-key: %w", err))
 		}
 	case r.MasterTLSCert != "" || r.MasterTLSKey != "":
-		return nil, usage(errors.New("--master-remoting-tls-cert and --master-remoting-tls-key need --master-remoting-tls-ca (it turns TLS on)"))
+		return usage(errors.New("--master-remoting-tls-cert and --master-remoting-tls-key need --master-remoting-tls-ca (it turns TLS on)"))
 	}
 	w.dial = tcptransport.New(opts).Dial
-	return w, nil
+	return nil
 }
 
 // serve serves the master's documents on every --remoting-listen address.
 // A nil wiring does nothing.
-func (w *remotingWiring) serve(env node.ExtensionEnv, src metadata.Source) error {
+func (w *remotingWiring) serve(env node.ExtensionEnv, src meta.Source) error {
 	if w == nil || len(w.listen) == 0 {
 		return nil
 	}
@@ -286,7 +342,7 @@ func allowStrings(o tcptransport.Options) []string {
 // HA address after a demote ("" at start: --master-remoting, or the one
 // derived from --master): its remoting address is derived from it (HA
 // port - 3) as at start without --master-remoting.
-func (w *remotingWiring) source(st metadata.LocalStore, haAddr string) (metadata.Source, metadata.LocalStore, error) {
+func (w *remotingWiring) source(st metadata.LocalStore, haAddr string) (meta.Source, metadata.LocalStore, error) {
 	if w == nil || w.addr == "" {
 		return nil, st, nil
 	}

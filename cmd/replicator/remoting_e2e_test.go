@@ -184,6 +184,26 @@ func TestRemotingWiringOptions(t *testing.T) {
 	if w, err := newRemotingWiring("slave", &nodeOpts{Master: "10.1.2.3:10912", rem: remotingOpts{MetadataSource: "remoting"}}); err != nil || w.addr != "10.1.2.3:10909" {
 		t.Fatalf("remoting source: %+v, %v", w, err)
 	}
+	// A slave's server runs after a promote: autoswitch only, never
+	// optional (no default address).
+	slave := func(protocol string, listen ...string) *nodeOpts {
+		return &nodeOpts{Master: "10.1.2.3:10912", as: autoSwitchOpts{Protocol: protocol}, rem: remotingOpts{MetadataSource: "http", Listen: listen, listenSets: 1}}
+	}
+	if w, err := newRemotingWiring("slave", slave("classic", "off")); w != nil || err != nil {
+		t.Fatalf("classic slave, default off: %+v, %v", w, err)
+	}
+	if w, err := newRemotingWiring("slave", slave("classic", "127.0.0.1:10909")); err == nil {
+		t.Fatalf("classic slave with --remoting-listen: accepted (%+v)", w)
+	}
+	if w, err := newRemotingWiring("slave", slave("autoswitch", defaultRemotingListen)); err != nil || len(w.listen) != 1 || w.optional != "" || w.addr != "" {
+		t.Fatalf("autoswitch slave with --remoting-listen: %+v, %v", w, err)
+	}
+	if w, err := newRemotingWiring("node", &nodeOpts{rem: remotingOpts{Listen: []string{"127.0.0.1:10909"}, listenSets: 2}}); err != nil || len(w.listen) != 1 || w.optional != "" {
+		t.Fatalf("node with --remoting-listen: %+v, %v", w, err)
+	}
+	if w, err := newRemotingWiring("node", &nodeOpts{rem: remotingOpts{Listen: []string{"off"}, listenSets: 1}}); w != nil || err != nil {
+		t.Fatalf("node, default off: %+v, %v", w, err)
+	}
 }
 
 // TestE2ERemotingDefaultBusy: a master whose default remoting address is

@@ -79,10 +79,29 @@ type Config struct {
 	// Now is the clock of the lease deadline (time.Now). Tests inject
 	// one; it must be monotonic.
 	Now func() time.Time
+	// OnRoleChange, when set, is called after each role change the
+	// member makes (the replica has switched: a new master epoch served,
+	// or a new master followed), on the Run goroutine, before the member
+	// applies the next group state: a daemon updates what depends on the
+	// role (its API's write protection, extensions) there. Keep it short:
+	// the member renews no lease while it runs (the keeper does).
+	OnRoleChange func(RoleChange)
 	// Logger (hclog.NewNullLogger() when nil) and Registerer (no metrics
 	// when nil).
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
+}
+
+// RoleChange is a role change the member made (Config.OnRoleChange).
+type RoleChange struct {
+	// Role is core.RoleMaster or core.RoleSlave.
+	Role core.ReplicaRole
+	// Epoch is the master epoch: served (master) or followed (slave).
+	Epoch int32
+	// Master is the master's broker id; MasterHA and MasterAPI its
+	// registered addresses (a slave's master; "" when unknown).
+	Master              int64
+	MasterHA, MasterAPI string
 }
 
 // Status is a snapshot of a member.
@@ -132,6 +151,8 @@ type Member struct {
 	nodes      map[int64]controller.Node
 	registered bool
 	maxEpoch   int32 // highest master epoch applied
+
+	notified RoleChange // the last role change reported (Run goroutine only)
 }
 
 // New checks cfg and creates the member's replica (no role yet: Run
@@ -262,11 +283,11 @@ func (m *Member) Replica() *core.Replica { return m.rep }
 func (m *Member) Close() error { return m.rep.Close() }
 
 // Put stores msg on the master. It refuses at once when the lease is not
-// valid by the local deadline, and answers an error instead of the
+// valid by the local deadline, and answers an error along with the
 // result when the deadline passed while the put ran (the process was
 // paused or etcd unreachable: another node may be master by now, and the
-// message may be cut). Both errors match ErrLeaseExpired and
-// core.ErrFenced. On a slave it fails as core.Replica.Put does
+// message, stored here, may be cut). Both errors match ErrLeaseExpired and
+// core.ErrFenced; the refused put's result is zero. On a slave it fails as core.Replica.Put does
 // (core.ErrNotMaster).
 func (m *Member) Put(ctx context.Context, msg *record.Message) (core.PutResult, error) {
 	if m.rep.Role() == core.RoleMaster && !m.g.valid() {
@@ -279,7 +300,9 @@ func (m *Member) Put(ctx context.Context, msg *record.Message) (core.PutResult, 
 	}
 	if !m.g.valid() {
 		m.met.refused.WithLabelValues("during").Inc()
-		return core.PutResult{}, fmt.Errorf("%w: %w: the deadline passed while the put at offset %d ran; it may not survive a failover",
+		// res goes with the error: the message is stored here and may be
+		// cut (res.NextOffset > 0 tells a caller it may be stored).
+		return res, fmt.Errorf("%w: %w: the deadline passed while the put at offset %d ran; it may not survive a failover",
 			core.ErrFenced, ErrLeaseExpired, res.Offset)
 	}
 	return res, nil
@@ -562,6 +585,7 @@ func (m *Member) applyState(ctx context.Context, s *session, st controller.State
 			break
 		}
 		m.met.fenced.Set(0)
+		m.notify(RoleChange{Role: core.RoleSlave, Epoch: g.MasterEpoch, Master: g.Master, MasterHA: n.HAAddr, MasterAPI: n.APIAddr})
 	}
 	m.observe(before)
 }
@@ -576,6 +600,10 @@ func (m *Member) serve(ctx context.Context, s *session, ep int32) {
 		return
 	}
 	if ep > rs.Epoch && m.g.valid() {
+		if err := m.cutPartialTail(); err != nil {
+			m.log.Error("becoming master", "epoch", ep, "error", err)
+			return
+		}
 		got, err := m.rep.BecomeMaster(ep)
 		if err != nil {
 			m.log.Error("becoming master", "epoch", ep, "error", err)
@@ -589,6 +617,7 @@ func (m *Member) serve(ctx context.Context, s *session, ep int32) {
 		}
 		m.met.fenced.Set(0)
 		m.log.Info("serving as master", "epoch", got)
+		m.notify(RoleChange{Role: core.RoleMaster, Epoch: got, Master: m.cfg.BrokerID, MasterHA: m.cfg.HAAddr, MasterAPI: m.cfg.APIAddr})
 		return
 	}
 	if s.reg == nil || !m.g.valid() {
@@ -603,6 +632,21 @@ func (m *Member) serve(ctx context.Context, s *session, ep int32) {
 	}
 	m.log.Warn("named master of an epoch it cannot serve (fenced or restarted): demoted itself", "epoch", ep,
 		"local_epoch", rs.Epoch, "outcome", d.Outcome.String(), "new_master", d.Master, "new_epoch", d.MasterEpoch)
+}
+
+// notify reports rc to Config.OnRoleChange unless it was the last one
+// reported (a slave that follows the same master at a newer epoch is no
+// change for the daemon: it keeps its connection).
+func (m *Member) notify(rc RoleChange) {
+	last := m.notified
+	if last.Role == rc.Role && last.Master == rc.Master && last.MasterHA == rc.MasterHA && last.MasterAPI == rc.MasterAPI &&
+		(rc.Role == core.RoleSlave || last.Epoch == rc.Epoch) {
+		return
+	}
+	m.notified = rc
+	if m.cfg.OnRoleChange != nil {
+		m.cfg.OnRoleChange(rc)
+	}
 }
 
 // observe updates the metrics after a state change.

@@ -101,6 +101,9 @@ type testNode struct {
 	cancel  context.CancelFunc
 	done    chan error
 	stopped bool
+
+	rmu   sync.Mutex
+	roles []RoleChange // Config.OnRoleChange
 }
 
 func (c *cluster) client(endpoint string) *clientv3.Client {
@@ -144,6 +147,11 @@ func (c *cluster) start(id int64, dir, ha, endpoint string) *testNode {
 			Slave: core.SlaveConfig{ReconnectDelay: 20 * time.Millisecond, ReportInterval: 50 * time.Millisecond}},
 		Store: c.store(n.cli, name), Group: "g", BrokerID: id, APIAddr: fmt.Sprintf("127.0.0.1:%d", 8000+id),
 		LeaseTTL: testTTL, Supervise: true, Logger: testLogger(t, name), Registerer: c.reg,
+		OnRoleChange: func(rc RoleChange) {
+			n.rmu.Lock()
+			n.roles = append(n.roles, rc)
+			n.rmu.Unlock()
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -618,6 +626,13 @@ func TestLeaseLossFencesBeforeElection(t *testing.T) {
 	waitFor(t, "node 1 registered again as a slave", func() bool {
 		s := n1.m.Status()
 		return s.Registered && s.Role == core.RoleSlave && s.MasterHA == m2.ha
+	})
+	// On a loaded machine a renewal may come late (fence at 500 ms): the
+	// master fences, registers again and is elected again; put on the
+	// master of then.
+	waitFor(t, "a master with a valid lease", func() bool {
+		m2 = c.master()
+		return m2 != nil && m2.m.Status().LeaseValid
 	})
 	putN(t, m2, 5)
 	c.sameLogs(m2)

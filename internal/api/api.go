@@ -96,6 +96,27 @@ type Status struct {
 	ReadConfirmed bool `json:"read_confirmed,omitempty"`
 	// Fenced is a fenced master's reason (it refuses puts).
 	Fenced string `json:"fenced,omitempty"`
+	// Controller mode (replicator node): the node's group, the group's
+	// master (MasterBrokerID -1 when it has none) and its API base URL,
+	// and the node's registration with the controller.
+	Group          string            `json:"group,omitempty"`
+	MasterBrokerID *int64            `json:"master_broker_id,omitempty"`
+	MasterAPI      string            `json:"master_api,omitempty"`
+	Controller     *ControllerStatus `json:"controller,omitempty"`
+}
+
+// ControllerStatus is a controller-mode node's view of its controller.
+type ControllerStatus struct {
+	// Registered: the node holds a registration (on its etcd lease).
+	Registered bool `json:"registered"`
+	// LeaseValid: the lease is valid by the node's local deadline (a
+	// master without it refuses puts).
+	LeaseValid bool `json:"lease_valid"`
+	// NoMasterReason says why the group has no master ("" when it has
+	// one).
+	NoMasterReason string `json:"no_master_reason,omitempty"`
+	// InSyncEpoch is the epoch of the group's confirmed in-sync set.
+	InSyncEpoch int32 `json:"in_sync_epoch,omitempty"`
 }
 
 // SlaveStatus is a master's view of one slave.
@@ -155,6 +176,10 @@ type PutAnswer struct {
 	Offset      int64  `json:"offset"`
 	NextOffset  int64  `json:"next_offset"`
 	QueueOffset int64  `json:"queue_offset"`
+	// Epoch and BrokerID (autoswitch nodes): the master epoch the put was
+	// stored and acknowledged in, and the acknowledging node's broker id.
+	Epoch    int32 `json:"epoch,omitempty"`
+	BrokerID int64 `json:"broker_id,omitempty"`
 }
 
 // Message is one record in the answer of GET /v1/messages.
@@ -190,7 +215,23 @@ type ErrorAnswer struct {
 	// MasterAPI is the master's API base URL in a slave's 403 answer to a
 	// put, when the slave knows it.
 	MasterAPI string `json:"master_api,omitempty"`
+	// Stored, in a 503 answer to a put that a master refused or failed
+	// while it was fenced, demoted or without a group master: "no" (the
+	// message was not stored: send it again) or "maybe" (stored on this
+	// node, and cut if it rejoins a new master that does not hold it).
+	Stored string `json:"stored,omitempty"`
 }
+
+// Values of ErrorAnswer.Stored.
+const (
+	StoredNo    = "no"
+	StoredMaybe = "maybe"
+)
+
+// ErrNoMaster is a put refused because the node's group has no master it
+// can send the put to (controller mode: no master elected, or a master
+// this node does not follow yet). It answers 503, not stored.
+var ErrNoMaster = errors.New("no master to take the put")
 
 // Config configures a Server.
 type Config struct {
@@ -221,8 +262,12 @@ type Config struct {
 	// time.
 	Token string
 	// MasterAPI returns a slave's master's API base URL ("" when unknown),
-	// sent with the 403 answer to a put; nil: unknown.
+	// sent with the 403 answer to a put (body and Location header); nil:
+	// unknown.
 	MasterAPI func() string
+	// PutOrigin, when set, names the master epoch and the broker id a
+	// stored put was acknowledged in (autoswitch), for the put's answer.
+	PutOrigin func(res core.PutResult) (epoch int32, brokerID int64)
 	// Stream bounds the producer stream (stream.go); zero fields take the
 	// defaults.
 	Stream StreamLimits
@@ -401,7 +446,15 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.cfg.Backend.Put(r.Context(), msg)
 	if errors.Is(err, core.ErrFenced) {
-		WriteError(w, http.StatusServiceUnavailable, fencedPutError(res))
+		ans := ErrorAnswer{Error: fencedPutError(res) + " (" + err.Error() + ")", Stored: StoredNo}
+		if res.NextOffset > 0 {
+			ans.Stored = StoredMaybe
+		}
+		WriteJSON(w, http.StatusServiceUnavailable, ans)
+		return
+	}
+	if errors.Is(err, ErrNoMaster) {
+		WriteJSON(w, http.StatusServiceUnavailable, ErrorAnswer{Error: "the message was not stored: " + err.Error() + "; send it again later", Stored: StoredNo})
 		return
 	}
 	if err != nil && !errors.Is(err, store.ErrFlushDiskTimeout) {
@@ -412,6 +465,9 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		ans := ErrorAnswer{Error: text}
 		if errors.Is(err, core.ErrSlaveWriteProtected) && s.cfg.MasterAPI != nil {
 			ans.MasterAPI = s.cfg.MasterAPI()
+			if ans.MasterAPI != "" {
+				w.Header().Set("Location", strings.TrimSuffix(ans.MasterAPI, "/")+r.URL.RequestURI())
+			}
 		}
 		WriteJSON(w, code, ans)
 		return
@@ -421,12 +477,16 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, store.ErrFlushDiskTimeout) {
 		status = core.FlushDiskTimeout
 	}
-	WriteJSON(w, http.StatusOK, PutAnswer{
+	ans := PutAnswer{
 		Status:      status.String(),
 		Offset:      res.Offset,
 		NextOffset:  res.NextOffset,
 		QueueOffset: res.QueueOffset,
-	})
+	}
+	if s.cfg.PutOrigin != nil {
+		ans.Epoch, ans.BrokerID = s.cfg.PutOrigin(res)
+	}
+	WriteJSON(w, http.StatusOK, ans)
 }
 
 func putErrorCode(err error) (int, string) {

@@ -179,5 +179,5 @@ func fencedPutError(res core.PutResult) string {
 	if res.NextOffset > 0 {
 		return fmt.Sprintf("this master was demoted while the put waited for its slaves: the message is stored on this node at offset %d but may be cut when it rejoins as a slave; send it again to the new master", res.Offset)
 	}
-	return "this master is being demoted: the message was not stored; send it to the new master"
+	return "this master is fenced or being demoted: the message was not stored; send it to the new master"
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/replicatorhq/replicator/client"
@@ -631,33 +633,58 @@ func TestClientConnectionLost(t *testing.T) {
 	eventually(t, "the stream to end", func() bool { return testutil.ToFloat64(ss.api.stream.met.active) == 0 })
 }
 
-// TestStreamIdle: a stream that carries nothing for the idle timeout ends;
-// the producer opens another for its next message.
+// TestStreamIdle: the node announces its idle timeout in a stream's
+// headers and ends a stream that sends nothing that long, after answering
+// the messages it took. (The client closes idle streams before that:
+// client.TestClosesIdleStream.)
 func TestStreamIdle(t *testing.T) {
 	b := newFake()
 	ss := startStreamServer(t, b, func(c *Config) { c.Stream.IdleTimeout = 100 * time.Millisecond })
-	p := dialStream(t, ss.addr)
-	ctx := context.Background()
-	if _, err := p.Send(ctx, &client.Message{Topic: "T", Body: []byte("x")}); err != nil {
+	body, w := io.Pipe()
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Write(batch(1)) }) // then nothing, and the body stays open
+	defer func() {
+		w.Close()
+		wg.Wait()
+	}()
+	req, err := http.NewRequest(http.MethodPost, "http://"+ss.addr+StreamPath+"Put", body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the idle stream to end", func() bool {
-		return testutil.ToFloat64(ss.api.stream.met.errors.WithLabelValues("idle")) == 1
-	})
-	// A send racing the client's sight of the server's idle close may go
-	// out on the dying stream: the client must then say "may be stored"
-	// (it cannot know), and the next send must go through a new stream.
-	lo, hi := 2, 2
-	_, err := p.Send(ctx, &client.Message{Topic: "T", Body: []byte("y")})
-	if errors.Is(err, client.ErrMayBeStored) {
-		t.Logf("send raced the idle close: %v", err)
-		_, err = p.Send(ctx, &client.Message{Topic: "T", Body: []byte("z")})
-		hi = 3 // the raced "y" may or may not be stored
-	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("TE", "trailers")
+	resp, err := h2c().Do(req)
 	if err != nil {
-		t.Fatalf("after the idle stream ended: %v", err)
+		t.Fatal(err)
 	}
-	if n := b.count(); n < lo || n > hi {
-		t.Fatalf("%d records, want %d to %d", n, lo, hi)
+	defer resp.Body.Close()
+	if got := resp.Header.Get(producerv1.IdleTimeoutMetadata); got != "100" {
+		t.Fatalf("%s header %q, want \"100\"", producerv1.IdleTimeoutMetadata, got)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 5 {
+		t.Fatalf("no result before the idle close (%d bytes)", len(data))
+	}
+	var pr producerv1.PutResponse
+	if err := proto.Unmarshal(data[5:], &pr); err != nil {
+		t.Fatal(err)
+	}
+	if len(pr.Results) != 1 || pr.Results[0].GetStorage() != producerv1.Storage_STORAGE_STORED {
+		t.Fatalf("results %v, want message 1 stored", pr.Results)
+	}
+	// gRPC's HTTP handler transport ends the stream itself when the read
+	// deadline fires (UNAVAILABLE, "i/o timeout"), before the handler's
+	// DEADLINE_EXCEEDED: either way a failed status, never OK.
+	if st := resp.Trailer.Get("Grpc-Status"); st == "" || st == strconv.Itoa(int(codes.OK)) {
+		t.Fatalf("grpc-status %q after the idle timeout, want an error", st)
+	}
+	if n := testutil.ToFloat64(ss.api.stream.met.errors.WithLabelValues("idle")); n != 1 {
+		t.Fatalf("idle stream errors %v, want 1", n)
+	}
+	if b.count() != 1 {
+		t.Fatalf("%d records, want 1", b.count())
 	}
 }

@@ -91,9 +91,10 @@ type Config struct {
 	QuietBusy float64
 	// ProfileDir, when set, receives a CPU and an allocation profile of
 	// this process for each measured point (library runs profile the
-	// master and slave; api runs profile the producers), and for sync and
-	// async api points a CPU profile of the master and the slave daemons
-	// (started with --pprof), NAME.master.cpu.pprof and NAME.slave.cpu.pprof.
+	// master and slave; api runs profile the producers), and for api and
+	// client points (catch-up included) a CPU profile of the master and the
+	// slave daemons (started with --pprof), NAME.master.cpu.pprof and
+	// NAME.slave.cpu.pprof.
 	ProfileDir string
 	// Progress receives progress lines (nil: none).
 	Progress io.Writer

@@ -80,7 +80,7 @@ func TestRunLibrary(t *testing.T) {
 		}
 		switch r.Scenario {
 		case Catchup:
-			if m["msgs_per_s"] != nil || m["p50_ms"] != nil || m["lag_p99_ms"] != nil || m["producers"] != nil {
+			if m["msgs_per_s"] != nil || m["p50_ms"] != nil || m["lag_p99_ms"] != nil || m["producers"] != nil || m["process_cpu_us_per_msg"] != nil {
 				t.Errorf("catchup: keys that do not apply are not null: %s", b)
 			}
 			if r.Bytes < 4<<20 || *r.SizeBytes != r.Bytes {
@@ -95,6 +95,11 @@ func TestRunLibrary(t *testing.T) {
 			}
 			if *r.NotPutOK != 0 {
 				t.Errorf("%s: %d puts not PUT_OK", r.Scenario, *r.NotPutOK)
+			}
+			// CPU per message: this process only (the library runs the
+			// master and the slave here).
+			if r.ProcessCPUPerMsg == nil || *r.ProcessCPUPerMsg < 0 || m["master_cpu_us_per_msg"] != nil || m["slave_cpu_us_per_msg"] != nil {
+				t.Errorf("%s: CPU per message process %v master %v slave %v", r.Scenario, m["process_cpu_us_per_msg"], m["master_cpu_us_per_msg"], m["slave_cpu_us_per_msg"])
 			}
 			if r.Scenario == Sync && m["lag_p99_ms"] != nil {
 				t.Errorf("sync: lag_p99_ms is not null: %s", b)

@@ -74,6 +74,14 @@ type Result struct {
 	MasterStartAnon *int64 `json:"master_start_rss_anon_bytes"`
 	SlaveStartAnon  *int64 `json:"slave_start_rss_anon_bytes"`
 
+	// CPU microseconds per message during the measured phase (median of
+	// the runs): the master and slave daemons with their plugin processes
+	// (api and client points), and this process (the producers; in library
+	// points also the master and the slave).
+	MasterCPUPerMsg  *float64 `json:"master_cpu_us_per_msg"`
+	SlaveCPUPerMsg   *float64 `json:"slave_cpu_us_per_msg"`
+	ProcessCPUPerMsg *float64 `json:"process_cpu_us_per_msg"`
+
 	BusyPct float64 `json:"machine_busy_pct"` // CPU busy share before the point
 	CPUs    int     `json:"cpus"`
 	Time    string  `json:"time"` // RFC 3339, when the point finished
@@ -91,6 +99,7 @@ type run struct {
 	elapsed           time.Duration
 	limit             float64 // catchup: raw loopback measured before the run
 	mem               memory
+	cpu               cpuPerMsg
 	busy              float64
 	hasLat, hasLag    bool
 	hasMsgs, hasLimit bool
@@ -203,6 +212,9 @@ func (r *runner) summarize(base Result, runs []run) Result {
 			bad += x.notOK
 		}
 		res.NotPutOK = ptr(bad)
+		res.MasterCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.master })
+		res.SlaveCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.slave })
+		res.ProcessCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.self })
 	}
 	if mid.hasLag {
 		res.LagP50Ms = ptr(medianDur(runs, func(x run) time.Duration { return x.lagP50 }))

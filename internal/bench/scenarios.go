@@ -227,8 +227,11 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 		master: pidsOf(master.pid()), slave: pidsOf(slave.pid()),
 		masterPlugin: childrenPids(master.pid()), slavePlugin: childrenPids(slave.pid()),
 	})
-	stopProf := r.startProfile(fmt.Sprintf("catchup-api-%s-run%d", kind, i+1))
+	name := fmt.Sprintf("catchup-api-%s-run%d", kind, i+1)
+	stopProf := r.startProfile(name)
 	defer stopProf()
+	stopDaemons := func() {}
+	defer func() { stopDaemons() }()
 	started := time.Now()
 	deadline := started.Add(childStartTimeout + time.Duration(total/(1<<20))*time.Second)
 	var t0, lastLine time.Time
@@ -242,6 +245,10 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 			return run{}, fmt.Errorf("the slave reports a segment error: %s", st.Master.SegmentError)
 		case err == nil && t0.IsZero():
 			t0, o0 = now, st.MaxOffset
+			// The daemons' profiles start once the slave answers and cover
+			// the catch-up at 500 MB/s or faster (and the idle time after
+			// it, which adds few samples).
+			stopDaemons = r.profileChildren(ctx, map[string]*child{"master": master, "slave": slave}, name, time.Duration(total/500e6+1)*time.Second)
 		case err == nil && st.MaxOffset >= total:
 			x := run{mem: mem.stop(), bytes: total - o0, elapsed: now.Sub(t0)}
 			if x.bytes < total/2 {
@@ -325,7 +332,7 @@ func (r *runner) load(ctx context.Context, sc, via, kind string) error {
 		if res.LagP99Ms != nil {
 			lag = fmt.Sprintf(", lag p99 %.3f ms", *res.LagP99Ms)
 		}
-		r.progress("%s via %s, %s store, %d producers: %.0f msgs/s, %.1f MB/s, p50 %.3f ms p99 %.3f ms%s", sc, via, kind, p, *res.MsgsPerS, *res.MBPerS, *res.P50Ms, *res.P99Ms, lag)
+		r.progress("%s via %s, %s store, %d producers: %.0f msgs/s, %.1f MB/s, p50 %.3f ms p99 %.3f ms%s%s", sc, via, kind, p, *res.MsgsPerS, *res.MBPerS, *res.P50Ms, *res.P99Ms, lag, res.cpuText())
 		r.emit(res)
 	}
 	return cl.close()
@@ -356,7 +363,9 @@ func (r *runner) loadRun(ctx context.Context, cl cluster, sc, via, kind string, 
 	name := fmt.Sprintf("%s-%s-%s-p%d-run%d", sc, via, kind, p, i+1)
 	stopProf := r.startProfile(name)
 	stopDaemons := r.profileDaemons(ctx, cl, name, r.cfg.Duration)
+	cpu0 := readCPU(cl.mem())
 	st := benchload.Drive(ctx, load, cl.put)
+	cpu1 := readCPU(cl.mem())
 	stopProf()
 	stopDaemons()
 	var lags []time.Duration
@@ -377,6 +386,7 @@ func (r *runner) loadRun(ctx context.Context, cl cluster, sc, via, kind string, 
 	x.mbps = x.msgsps * float64(r.cfg.MsgSize) / 1e6
 	x.p50, x.p99, x.p999 = st.Percentile(0.5), st.Percentile(0.99), st.Percentile(0.999)
 	x.notOK = st.NotOK
+	x.cpu = cpu1.perMessage(cpu0, st.Puts)
 	if lag != nil {
 		x.hasLag = true
 		x.lagSamples = len(lags)
@@ -571,9 +581,19 @@ func (r *runner) profileDaemons(ctx context.Context, cl cluster, name string, d 
 	if r.cfg.ProfileDir == "" || !ok {
 		return func() {}
 	}
+	return r.profileChildren(ctx, map[string]*child{"master": ac.master, "slave": ac.slave}, name, d)
+}
+
+// profileChildren fetches a CPU profile of d (whole seconds, at least 1)
+// from each child (started with --pprof) into ProfileDir as
+// NAME.ROLE.cpu.pprof; the returned function waits for them.
+func (r *runner) profileChildren(ctx context.Context, children map[string]*child, name string, d time.Duration) func() {
+	if r.cfg.ProfileDir == "" {
+		return func() {}
+	}
 	secs := max(1, int(d.Round(time.Second)/time.Second))
 	var wg sync.WaitGroup
-	for role, c := range map[string]*child{"master": ac.master, "slave": ac.slave} {
+	for role, c := range children {
 		wg.Go(func() {
 			path := filepath.Join(r.cfg.ProfileDir, name+"."+role+".cpu.pprof")
 			if err := fetchProfile(ctx, c.api, secs, path); err != nil {

@@ -16,7 +16,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 			num(r.LoopbackMBPerS, 0), num(r.RTTP50Ms, 3), num(r.RTTP99Ms, 3), num(r.DiskMBPerS, 0), num(r.FdatasyncPS, 0), num(r.PageWriteMBPerS, 0))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tvia\tstore\tproducers\tmsgs/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tlag p99 ms\tlimit MB/s\tof limit\tof disk\tof page fill\tRSS MiB master / slave (anon)\t")
+	fmt.Fprintln(tw, "scenario\tvia\tstore\tproducers\tmsgs/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tlag p99 ms\tlimit MB/s\tof limit\tof disk\tof page fill\tCPU µs/msg master / slave / this\tRSS MiB master / slave (anon)\t")
 	for _, r := range rs {
 		via := r.Via
 		if r.Protocol != "" && r.Protocol != ProtocolClassic {
@@ -26,10 +26,10 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if r.Producers != nil {
 			prod = strconv.Itoa(*r.Producers)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Scenario, via, r.Store, prod, num(r.MsgsPerS, 0), num(r.MBPerS, 1),
 			num(r.P50Ms, 3), num(r.P99Ms, 3), num(r.P999Ms, 3), num(r.LagP99Ms, 3),
-			num(r.LimitMBPerS, 0), pct(r.RatioToLimit), pct(r.RatioToDisk), pct(r.RatioToPageWrite), rss(r))
+			num(r.LimitMBPerS, 0), pct(r.RatioToLimit), pct(r.RatioToDisk), pct(r.RatioToPageWrite), cpu(r), rss(r))
 	}
 	return tw.Flush()
 }
@@ -81,4 +81,13 @@ func rss(r Result) string {
 		s += " +plugins " + mibs(r.MasterPluginRSS) + " / " + mibs(r.SlavePluginRSS)
 	}
 	return s
+}
+
+// cpu renders the CPU microseconds per message of the master, the slave
+// and this process ("-" where not measured).
+func cpu(r Result) string {
+	if r.MasterCPUPerMsg == nil && r.SlaveCPUPerMsg == nil && r.ProcessCPUPerMsg == nil {
+		return "-"
+	}
+	return num(r.MasterCPUPerMsg, 1) + " / " + num(r.SlaveCPUPerMsg, 1) + " / " + num(r.ProcessCPUPerMsg, 1)
 }

@@ -96,24 +96,11 @@ func (n *Node) haListen() (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
 }
 
-// startReplica opens the epoch file and starts a core.Replica in the
-// configured role: a master takes a new epoch (last + 1 at the max offset),
-// a slave follows MasterHA. It returns the put function of the API.
-func (n *Node) startReplica(tr transport.Transport) error {
+// replicaConfig is the core.Replica configuration of an autoswitch node:
+// as the master it listens on ha in masterRole (sync or async).
+func (n *Node) replicaConfig(tr transport.Transport, ha string, masterRole core.Role) core.ReplicaConfig {
 	cfg := &n.cfg
-	var err error
-	if n.epochs, err = epoch.Open(cfg.DataDir); err != nil {
-		return fmt.Errorf("node: epoch file: %w", err)
-	}
-	ha, err := n.haListen()
-	if err != nil {
-		return err
-	}
-	masterRole := cfg.Role
-	if masterRole == core.Slave {
-		masterRole = cfg.PromoteRole
-	}
-	n.replica, err = core.NewReplica(core.ReplicaConfig{
+	return core.ReplicaConfig{
 		Store:     n.st,
 		Transport: tr,
 		Epochs:    n.epochs,
@@ -136,7 +123,27 @@ func (n *Node) startReplica(tr transport.Transport) error {
 		},
 		Logger:     n.log,
 		Registerer: n.reg,
-	})
+	}
+}
+
+// startReplica opens the epoch file and starts a core.Replica in the
+// configured role: a master takes a new epoch (last + 1 at the max offset),
+// a slave follows MasterHA. It returns the put function of the API.
+func (n *Node) startReplica(tr transport.Transport) error {
+	cfg := &n.cfg
+	var err error
+	if n.epochs, err = epoch.Open(cfg.DataDir); err != nil {
+		return fmt.Errorf("node: epoch file: %w", err)
+	}
+	ha, err := n.haListen()
+	if err != nil {
+		return err
+	}
+	masterRole := cfg.Role
+	if masterRole == core.Slave {
+		masterRole = cfg.PromoteRole
+	}
+	n.replica, err = core.NewReplica(n.replicaConfig(tr, ha, masterRole))
 	if err != nil {
 		return fmt.Errorf("node: replica: %w", err)
 	}
@@ -188,6 +195,10 @@ func (n *Node) slaveConnected() {
 func (n *Node) ChangeRole(ctx context.Context, req api.RoleRequest) error {
 	if n.replica == nil {
 		return api.ErrRoleUnsupported
+	}
+	if n.member != nil {
+		return fmt.Errorf("%w: this node is a member of group %q in controller mode: the controller decides its role "+
+			"(stop the master, or delete the group, to move the role)", api.ErrRoleRefused, n.cfg.Controller.Group)
 	}
 	n.roleMu.Lock()
 	defer n.roleMu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/replicatorhq/replicator/controller/member"
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/internal/api"
@@ -140,12 +141,22 @@ type Config struct {
 	// AllowDivergedRejoin lets a classic slave start on a data directory
 	// whose last role was master (DATA/role).
 	AllowDivergedRejoin bool
+
+	// Controller, when set, makes the node a member of a controller-mode
+	// group (controller.go, replicator node): Protocol must be autoswitch,
+	// Role the replication as a master (AsyncMaster or SyncMaster),
+	// HAListen a fixed port and BrokerID set; the controller assigns the
+	// role and POST /v1/role answers 409.
+	Controller *ControllerConfig
+	// HAClientTLS (controller mode) is the TLS configuration the node
+	// dials its masters with (HATLS is then the server's); nil: plain TCP.
+	HAClientTLS *tls.Config
 }
 
 // haSecured reports whether cfg asks the transport for TLS or access
 // control; haLimited whether it asks for connection limits.
 func (cfg *Config) haSecured() bool {
-	return cfg.HATLS != nil || len(cfg.HAAllow) > 0 || len(cfg.HAAllowClientNames) > 0
+	return cfg.HATLS != nil || cfg.HAClientTLS != nil || len(cfg.HAAllow) > 0 || len(cfg.HAAllowClientNames) > 0
 }
 
 func (cfg *Config) haLimited() bool {
@@ -243,6 +254,11 @@ type Node struct {
 	slaveOf            string     // autoswitch slave: the master's HA address
 	pendingSlaveRecord bool       // DATA/role says slave once the slave reaches TRANSFER
 
+	// Controller mode (controller.go).
+	member     *member.Member
+	memberStop context.CancelFunc
+	memberDone chan struct{}
+
 	// Classic slave: the master-log check (masterbehind.go).
 	behindMu    sync.Mutex
 	behind      string // the reason while the master's log is shorter
@@ -324,13 +340,23 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	n.api.SetReady(true)
 	close(n.ready)
 	n.logReady()
+	memberErr := n.runMember() // controller.go; nil channel otherwise
 
 	select {
 	case <-ctx.Done():
 		n.log.Info("shutting down", "reason", context.Cause(ctx))
 	case err := <-serveErr:
+		n.stopMember()
 		return fmt.Errorf("node: API server: %w", err)
+	case err := <-memberErr:
+		n.stopMember()
+		n.srv.Close()
+		<-serveErr
+		return fmt.Errorf("node: controller member: %w", err)
 	}
+	// A controller-mode member goes first: a master fences itself and
+	// revokes its lease, and the group elects another master at once.
+	n.stopMember()
 	n.api.Drain()
 	grace := n.cfg.SlaveTimeout + ShutdownGrace
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
@@ -344,7 +370,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 }
 
 func (n *Node) logReady() {
-	args := []any{"role", n.cfg.Role.String(), "api", n.URL(), "data", n.cfg.DataDir,
+	role := n.cfg.Role.String()
+	if n.member != nil {
+		role = "none (the controller decides)"
+	}
+	args := []any{"role", role, "api", n.URL(), "data", n.cfg.DataDir,
 		"api_tls", n.cfg.APITLS != nil, "api_client_certs", n.cfg.APITLS != nil && n.cfg.APITLS.ClientAuth == tls.RequireAndVerifyClientCert,
 		"api_token", n.cfg.APIToken != "", "ha_tls", n.cfg.HATLS != nil}
 	args = append(args, "protocol", n.cfg.Protocol.String())
@@ -354,6 +384,8 @@ func (n *Node) logReady() {
 		args = append(args, "broker_id", n.brokerID, "epoch", last.Epoch, "epoch_entries", n.epochs.Len())
 		if m := n.replica.Master(); m != nil {
 			args = append(args, "ha_listen", m.Addr())
+		} else if n.member != nil {
+			args = append(args, "group", n.cfg.Controller.Group, "replication", n.cfg.Role.String(), "ha_listen", n.cfg.HAListen)
 		} else {
 			args = append(args, "master", n.cfg.MasterHA, "read_confirmed", n.cfg.ReadConfirmed)
 		}
@@ -424,7 +456,12 @@ func (n *Node) start() error {
 		return err
 	}
 	var put func(context.Context, *record.Message) (core.PutResult, error)
-	if cfg.Protocol == core.ProtocolAutoSwitch {
+	if cfg.Controller != nil {
+		if err := n.startMember(tr); err != nil {
+			return err
+		}
+		put = n.memberPut
+	} else if cfg.Protocol == core.ProtocolAutoSwitch {
 		if err := n.startReplica(tr); err != nil {
 			return err
 		}
@@ -490,6 +527,7 @@ func (n *Node) start() error {
 	}
 	if n.replica != nil {
 		acfg.Roles = n
+		acfg.PutOrigin = n.putOrigin
 		if cfg.ReadConfirmed {
 			acfg.ReadLimit = n.readLimit
 		}
@@ -504,7 +542,7 @@ func (n *Node) start() error {
 	}
 	for _, ext := range cfg.Extensions {
 		env := ExtensionEnv{
-			Role:            cfg.Role,
+			Role:            n.startRole(),
 			DataDir:         cfg.DataDir,
 			MasterAPI:       cfg.MasterAPI,
 			MasterAPIClient: cfg.MasterAPIClient,
@@ -575,6 +613,7 @@ func (n *Node) secureTransport(tr transport.Transport) (transport.Transport, err
 	if cfg.Role == core.Slave {
 		o.ClientTLS = cfg.HATLS
 	} else {
+		o.ClientTLS = cfg.HAClientTLS
 		o.ServerTLS = cfg.HATLS
 		o.Allow = cfg.HAAllow
 		o.AllowClientNames = cfg.HAAllowClientNames
@@ -697,6 +736,8 @@ func (n *Node) status() api.Status {
 	now := time.Now()
 	var st api.Status
 	switch {
+	case n.member != nil:
+		return n.controllerStatus(now)
 	case n.replica != nil:
 		return n.replicaStatus(now)
 	case n.master != nil:
@@ -815,6 +856,14 @@ func (n *Node) currentRole() core.Role {
 // currentMasterAPI is the master's API base URL a slave names in its 403
 // answers ("" on a master, or when unknown).
 func (n *Node) currentMasterAPI() string {
+	if n.member != nil {
+		// The group's state in etcd: the master's registered API.
+		st := n.member.Status()
+		if st.Master == st.BrokerID {
+			return ""
+		}
+		return st.MasterAPI
+	}
 	n.curMu.Lock()
 	defer n.curMu.Unlock()
 	if n.curRole != core.Slave {

@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replicatorhq/replicator/internal/promreg"
+	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/metaplugin"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -69,13 +72,16 @@ type HostOptions struct {
 // Host loads external plugins from a directory into a Registry, where they
 // override builtins of the same name, and owns their processes.
 type Host struct {
-	reg      *Registry
-	opts     HostOptions
-	log      hclog.Logger
-	crashes  *prometheus.CounterVec
-	restarts *prometheus.CounterVec
-	done     chan struct{} // closed by Close: restart loops stop
-	wg       sync.WaitGroup
+	reg  *Registry
+	opts HostOptions
+	log  hclog.Logger
+	done chan struct{} // closed by Close: restart loops stop
+
+	metricsMu  sync.Mutex
+	crashes    *prometheus.CounterVec // under metricsMu
+	restarts   *prometheus.CounterVec // under metricsMu
+	registered bool                   // under metricsMu: the counters are the first registry's
+	wg         sync.WaitGroup
 
 	mu sync.Mutex
 	// supervised maps a process to what to do when it crashes instead of
@@ -128,19 +134,28 @@ func NewHost(reg *Registry, opts HostOptions) (*Host, error) {
 	return h, nil
 }
 
-// register adds the host's metrics to r (nil: none); registering twice on
-// the same registry is fine.
+// register adds the host's metrics to r (nil: none) with the tree's one
+// policy (internal/promreg): counters already registered on r (by this
+// host, or by another host on the same registry) are reused, so every host
+// counts into the series r exposes. The host counts into the counters of
+// the first registry it is registered on; later registries get the same
+// counters (or keep their own, if another host put them there first).
 func (h *Host) register(r prometheus.Registerer) error {
 	if r == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{h.crashes, h.restarts} {
-		if err := r.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return fmt.Errorf("pluginhost: metrics: %w", err)
-			}
-		}
+	h.metricsMu.Lock()
+	defer h.metricsMu.Unlock()
+	crashes, err := promreg.Register(r, h.crashes)
+	if err != nil {
+		return fmt.Errorf("pluginhost: metrics: %w", err)
+	}
+	restarts, err := promreg.Register(r, h.restarts)
+	if err != nil {
+		return fmt.Errorf("pluginhost: metrics: %w", err)
+	}
+	if !h.registered {
+		h.crashes, h.restarts, h.registered = crashes, restarts, true
 	}
 	return nil
 }
@@ -226,7 +241,7 @@ func (h *Host) launchOptions(sum []byte) LaunchOptions {
 // and counted, then restarted if it is supervised (a metadata plugin), else
 // reported to OnCrash.
 func (h *Host) crashed(p *Process) {
-	h.crashes.WithLabelValues(p.Cand.Kind, p.Cand.Name).Inc()
+	h.CrashCounter().WithLabelValues(p.Cand.Kind, p.Cand.Name).Inc()
 	h.log.Error("plugin crashed", "kind", p.Cand.Kind, "name", p.Cand.Name, "path", p.Cand.Path, "pid", p.pid)
 	h.mu.Lock()
 	delete(h.procs, p)
@@ -462,10 +477,18 @@ func (h *Host) Processes() []*Process {
 }
 
 // CrashCounter is replicator_plugin_crashes_total{kind,name}.
-func (h *Host) CrashCounter() *prometheus.CounterVec { return h.crashes }
+func (h *Host) CrashCounter() *prometheus.CounterVec {
+	h.metricsMu.Lock()
+	defer h.metricsMu.Unlock()
+	return h.crashes
+}
 
 // RestartCounter is replicator_plugin_restarts_total{kind,name}.
-func (h *Host) RestartCounter() *prometheus.CounterVec { return h.restarts }
+func (h *Host) RestartCounter() *prometheus.CounterVec {
+	h.metricsMu.Lock()
+	defer h.metricsMu.Unlock()
+	return h.restarts
+}
 
 // loaded is a plugin binary that passed LoadDir's checks.
 type loaded struct {
@@ -476,7 +499,7 @@ type loaded struct {
 // OpenMetadata opens the external metadata plugin name, if LoadDir loaded
 // one (ok=false otherwise: use the builtin). The store's Close stops the
 // plugin process. A crash of the process is restarted (see metaRestart).
-func (h *Host) OpenMetadata(name string, req metaplugin.OpenRequest) (st metaplugin.Store, ok bool, err error) {
+func (h *Host) OpenMetadata(name string, req metaplugin.OpenRequest) (st meta.Store, ok bool, err error) {
 	h.mu.Lock()
 	l, ok := h.metas[name]
 	h.mu.Unlock()
@@ -534,7 +557,7 @@ func (m *externalMeta) start() error {
 		m.mu.Unlock()
 		cl.Close()
 		m.h.release(p)
-		return metaplugin.ErrClosed
+		return meta.ErrClosed
 	}
 	m.cl, m.p = cl, p
 	m.mu.Unlock()
@@ -604,14 +627,14 @@ func (m *externalMeta) restart(dead *Process) {
 			return
 		}
 		if last = m.start(); last == nil {
-			h.restarts.WithLabelValues(dead.Cand.Kind, dead.Cand.Name).Inc()
+			h.RestartCounter().WithLabelValues(dead.Cand.Kind, dead.Cand.Name).Inc()
 			m.mu.Lock()
 			pid := m.p.pid
 			m.mu.Unlock()
 			h.log.Info("plugin restarted", "kind", dead.Cand.Kind, "name", dead.Cand.Name, "pid", pid, "attempt", n)
 			return
 		}
-		if errors.Is(last, metaplugin.ErrClosed) {
+		if errors.Is(last, meta.ErrClosed) {
 			return
 		}
 		h.log.Error("restarting plugin failed", "kind", dead.Cand.Kind, "name", dead.Cand.Name, "attempt", n, "error", last)
@@ -622,7 +645,7 @@ func (m *externalMeta) client() (*metaplugin.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, metaplugin.ErrClosed
+		return nil, meta.ErrClosed
 	}
 	if m.cl == nil {
 		return nil, fmt.Errorf("pluginhost: metadata plugin %q is restarting: %w", m.l.c.Name, plugin.ErrPluginShutdown)
@@ -630,7 +653,7 @@ func (m *externalMeta) client() (*metaplugin.Client, error) {
 	return m.cl, nil
 }
 
-func (m *externalMeta) List(ctx context.Context) ([]metaplugin.Entry, error) {
+func (m *externalMeta) List(ctx context.Context) ([]meta.Entry, error) {
 	cl, err := m.client()
 	if err != nil {
 		return nil, err
@@ -638,23 +661,23 @@ func (m *externalMeta) List(ctx context.Context) ([]metaplugin.Entry, error) {
 	return cl.List(ctx)
 }
 
-func (m *externalMeta) Get(ctx context.Context, name string) (metaplugin.Document, error) {
+func (m *externalMeta) Get(ctx context.Context, name string) (meta.Document, error) {
 	cl, err := m.client()
 	if err != nil {
-		return metaplugin.Document{}, err
+		return meta.Document{}, err
 	}
 	return cl.Get(ctx, name)
 }
 
-func (m *externalMeta) Put(ctx context.Context, name string, body []byte) (metaplugin.Document, error) {
+func (m *externalMeta) Put(ctx context.Context, name string, body json.RawMessage) (meta.Document, error) {
 	cl, err := m.client()
 	if err != nil {
-		return metaplugin.Document{}, err
+		return meta.Document{}, err
 	}
 	return cl.Put(ctx, name, body)
 }
 
-func (m *externalMeta) Apply(ctx context.Context, docs []metaplugin.Document) error {
+func (m *externalMeta) Apply(ctx context.Context, docs []meta.Document) error {
 	cl, err := m.client()
 	if err != nil {
 		return err
@@ -668,7 +691,7 @@ func (m *externalMeta) Close() error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return metaplugin.ErrClosed
+		return meta.ErrClosed
 	}
 	m.closed = true
 	close(m.stop)

@@ -295,6 +295,52 @@ func TestPluginHostCrash(t *testing.T) {
 	}
 }
 
+// TestPluginHostSharedRegistry: two hosts on one registry (a node that
+// builds its host again) count their crashes into the one series the
+// registry exposes, not into counters nobody scrapes.
+func TestPluginHostSharedRegistry(t *testing.T) {
+	metrics := prometheus.NewRegistry()
+	crashed := make(chan error, 2)
+	var hosts []*pluginhost.Host
+	for range 2 {
+		reg, h, _ := newHost(t, pluginhost.HostOptions{Registerer: metrics, OnCrash: func(_ pluginhost.Entry, err error) { crashed <- err }})
+		if err := h.LoadDir(pluginDir(t, "replicator-store-good")); err != nil {
+			t.Fatal(err)
+		}
+		st := openStore(t, reg, "good", metrics)
+		t.Cleanup(func() { st.Close() })
+		hosts = append(hosts, h)
+	}
+	if hosts[0].CrashCounter() != hosts[1].CrashCounter() {
+		t.Fatal("the second host did not reuse the registered crash counter")
+	}
+	for _, h := range hosts {
+		if err := syscall.Kill(h.Processes()[0].Pid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-crashed:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the crash was not detected")
+		}
+	}
+	fams, err := metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	for _, f := range fams {
+		if f.GetName() == "replicator_plugin_crashes_total" {
+			for _, m := range f.GetMetric() {
+				got += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if got != 2 {
+		t.Fatalf("replicator_plugin_crashes_total on the shared registry = %v, want 2", got)
+	}
+}
+
 // alive reports whether pid runs (a zombie counts as gone).
 func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
+	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/metaplugin"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/transportplugin"
@@ -29,7 +30,7 @@ import (
 // serveMetadata serves a tiny metadata store keeping its documents in one
 // JSON file of req.Dir (state survives a restart of the process).
 func serveMetadata(name string) {
-	metaplugin.Serve(name, "1.0.0", func(_ context.Context, req metaplugin.OpenRequest) (metaplugin.Store, error) {
+	metaplugin.Serve(name, "1.0.0", func(_ context.Context, req metaplugin.OpenRequest) (meta.Store, error) {
 		return &fileMeta{path: filepath.Join(req.Dir, "docs.json")}, nil
 	})
 }
@@ -39,40 +40,40 @@ type fileMeta struct {
 	path string
 }
 
-func (m *fileMeta) load() map[string]metaplugin.Document {
-	docs := map[string]metaplugin.Document{}
+func (m *fileMeta) load() map[string]meta.Document {
+	docs := map[string]meta.Document{}
 	if b, err := os.ReadFile(m.path); err == nil {
 		json.Unmarshal(b, &docs)
 	}
 	return docs
 }
 
-func (m *fileMeta) save(docs map[string]metaplugin.Document) error {
+func (m *fileMeta) save(docs map[string]meta.Document) error {
 	b, _ := json.Marshal(docs)
 	return os.WriteFile(m.path, b, 0o644)
 }
 
-func (m *fileMeta) List(context.Context) ([]metaplugin.Entry, error) {
+func (m *fileMeta) List(context.Context) ([]meta.Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []metaplugin.Entry
+	var out []meta.Entry
 	for _, d := range m.load() {
-		out = append(out, metaplugin.Entry{Name: d.Name, Version: d.Version})
+		out = append(out, meta.Entry{Name: d.Name, Version: d.Version})
 	}
 	return out, nil
 }
 
-func (m *fileMeta) Get(_ context.Context, name string) (metaplugin.Document, error) {
+func (m *fileMeta) Get(_ context.Context, name string) (meta.Document, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d, ok := m.load()[name]
 	if !ok {
-		return metaplugin.Document{}, metaplugin.ErrNotFound
+		return meta.Document{}, meta.ErrNotFound
 	}
 	return d, nil
 }
 
-func (m *fileMeta) Put(_ context.Context, name string, body []byte) (metaplugin.Document, error) {
+func (m *fileMeta) Put(_ context.Context, name string, body json.RawMessage) (meta.Document, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	docs := m.load()
@@ -83,7 +84,7 @@ func (m *fileMeta) Put(_ context.Context, name string, body []byte) (metaplugin.
 	return d, m.save(docs)
 }
 
-func (m *fileMeta) Apply(_ context.Context, in []metaplugin.Document) error {
+func (m *fileMeta) Apply(_ context.Context, in []meta.Document) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	docs := m.load()

@@ -276,7 +276,11 @@ func (p *Proc) WaitReady() {
 // errExited is waitReady's error when the process exited first.
 var errExited = errors.New("exited before it was ready")
 
-func (p *Proc) waitReady() error {
+func (p *Proc) waitReady() error { return p.waitOK("/readyz", "ready") }
+
+// waitOK polls p.API+path until it answers 200; what names the wait in
+// its error. It fails early with errExited when the process exits first.
+func (p *Proc) waitOK(path, what string) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	var exited error
@@ -285,13 +289,13 @@ func (p *Proc) waitReady() error {
 			exited = fmt.Errorf("%s %w: %v", p.Name, errExited, err)
 			return nil
 		}
-		resp, err := hc.Get(p.API + "/readyz")
+		resp, err := hc.Get(p.API + path)
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
+			return fmt.Errorf("%s %d", path, resp.StatusCode)
 		}
 		return nil
 	})
@@ -299,7 +303,7 @@ func (p *Proc) waitReady() error {
 		return exited
 	}
 	if err != nil {
-		return fmt.Errorf("%s ready: %w", p.Name, err)
+		return fmt.Errorf("%s %s: %w", p.Name, what, err)
 	}
 	return nil
 }

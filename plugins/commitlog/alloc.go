@@ -2,10 +2,10 @@ package commitlog
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
+	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 )
 
 // allocDirName is the allocation directory under DATA: segment files are
@@ -26,28 +26,28 @@ const allocDirName = "commitlog.alloc"
 // that cannot wait for it.
 func (l *Log) setupAllocDir() error {
 	dir := filepath.Join(l.root, allocDirName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("commitlog: open: allocation directory: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := l.fs.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("commitlog: open: allocation directory: %w", err)
 	}
 	for _, e := range ents {
 		path := filepath.Join(dir, e.Name())
 		l.log.Info("removing an unused preallocated segment", "file", path)
-		if err := os.Remove(path); err != nil {
+		if err := l.fs.Remove(path); err != nil {
 			return fmt.Errorf("commitlog: open: allocation directory: %w", err)
 		}
 	}
-	same, err := sameFileSystem(dir, l.dir)
+	same, err := sameFileSystem(l.fs, dir, l.dir)
 	if err != nil {
 		return fmt.Errorf("commitlog: open: %w", err)
 	}
 	if !same {
 		l.log.Warn("the allocation directory is on another file system than the segments; creating segments in place, without preallocation",
 			"alloc_dir", dir, "dir", l.dir)
-		os.Remove(dir)
+		l.fs.Remove(dir)
 		l.allocDir = l.dir
 		return nil
 	}
@@ -56,28 +56,25 @@ func (l *Log) setupAllocDir() error {
 }
 
 // sameFileSystem reports whether two directories are on one file system,
-// where a rename between them is possible and atomic.
-func sameFileSystem(a, b string) (bool, error) {
-	var sa, sb unix.Stat_t
-	if err := unix.Stat(a, &sa); err != nil {
+// where a rename between them is possible and atomic. A file system that
+// does not say (no syscall.Stat_t) is taken as one.
+func sameFileSystem(fsys vfs.FS, a, b string) (bool, error) {
+	fa, err := fsys.Stat(a)
+	if err != nil {
 		return false, fmt.Errorf("stat %s: %w", a, err)
 	}
-	if err := unix.Stat(b, &sb); err != nil {
+	fb, err := fsys.Stat(b)
+	if err != nil {
 		return false, fmt.Errorf("stat %s: %w", b, err)
 	}
-	return sa.Dev == sb.Dev, nil
+	sa, oka := fa.Sys().(*syscall.Stat_t)
+	sb, okb := fb.Sys().(*syscall.Stat_t)
+	return !oka || !okb || sa.Dev == sb.Dev, nil
 }
 
 // inPlace reports whether segments are created under their final names
 // (no usable allocation directory).
 func (l *Log) inPlace() bool { return l.allocDir == l.dir }
-
-// step calls the crash-test hook, if any.
-func (l *Log) step(s allocStep, path string) {
-	if l.opts.allocHook != nil {
-		l.opts.allocHook(s, path)
-	}
-}
 
 // spareSuffix names a spare in the allocation directory, apart from a
 // segment that a roll creates there itself meanwhile.
@@ -91,18 +88,10 @@ func (l *Log) newSegment(start int64, spare bool) (*segment, error) {
 	if spare {
 		path += spareSuffix
 	}
-	if err := l.opts.Faults.check(FaultCreate, path); err != nil {
-		return nil, err
-	}
 	if !l.inPlace() {
-		os.Remove(path) // a leftover of an earlier attempt
+		l.fs.Remove(path) // a leftover of an earlier attempt
 	}
-	seg, err := createSegment(path, start, l.opts.SegmentSize, l.log, l.now(), l.opts.allocHook)
-	if err != nil {
-		return nil, err
-	}
-	l.step(allocMapped, path)
-	return seg, nil
+	return createSegment(l.fs, path, start, l.opts.SegmentSize, l.log, l.now())
 }
 
 // install renames a whole segment from the allocation directory into
@@ -112,22 +101,20 @@ func (l *Log) newSegment(start int64, spare bool) (*segment, error) {
 func (l *Log) install(seg *segment) error {
 	final := segmentPath(l.dir, seg.start)
 	if seg.path != final {
-		if err := os.Rename(seg.path, final); err != nil {
+		if err := l.fs.Rename(seg.path, final); err != nil {
 			return fmt.Errorf("commitlog: install segment %s: %w", final, err)
 		}
 		seg.path = final
 	}
 	l.dirDirty.Store(true)
-	l.step(allocInstalled, final)
 	return nil
 }
 
 // dropSpare unmaps and removes a segment that never joined the log.
 func (l *Log) dropSpare(sp *segment) {
 	path := sp.path
-	l.step(allocDropping, path)
 	sp.Release()
-	os.Remove(path)
+	l.fs.Remove(path)
 }
 
 // removeAllocDir removes the (empty) allocation directory at Close, so
@@ -136,7 +123,7 @@ func (l *Log) removeAllocDir() {
 	if l.inPlace() || l.allocDir == "" {
 		return
 	}
-	if err := os.Remove(l.allocDir); err != nil && !isNotExist(err) {
+	if err := l.fs.Remove(l.allocDir); err != nil && !isNotExist(err) {
 		l.log.Debug("removing the allocation directory", "dir", l.allocDir, "error", err)
 	}
 }

@@ -16,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs/errorfs"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 // crashChildEnv makes TestAllocCrashChild run (in a re-executed test
-// binary): "dir,segment size,step,occurrence,preallocate".
+// binary): "dir,segment size,kill point,occurrence,preallocate".
 const crashChildEnv = "REPLICATOR_COMMITLOG_CRASH_CHILD"
 
 const (
@@ -32,10 +34,39 @@ const (
 // crashMsg is the i-th message the child appends; about 15 fit a segment.
 func crashMsg(i int) *record.Message { return testMsg("CRASH", int32(i%4), 900+i%200, int64(i)) }
 
+// segmentFile selects operations on segment files (a spare has its
+// suffix), not on the checkpoint or the abort file.
+var segmentFile = errorfs.PathFunc(func(path string) bool {
+	_, ok := store.ParseSegmentName(strings.TrimSuffix(filepath.Base(path), spareSuffix))
+	return ok
+})
+
+// existing selects operations on a path that exists (a Remove that will
+// remove something).
+var existing = errorfs.PathFunc(func(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+})
+
+// killPoints are the steps of creating (and dropping) a segment file at
+// which TestCommitLogAllocCrash kills the child: a kill at any of them
+// must leave DATA/commitlog holding only whole segment files.
+var killPoints = []struct {
+	name  string
+	match errorfs.Predicate
+}{
+	{"before-create", errorfs.And(errorfs.Kinds(errorfs.OpCreate), segmentFile)},      // the previous segment joined the log and took appends
+	{"created", errorfs.And(errorfs.AfterKinds(errorfs.OpCreate), segmentFile)},       // empty file in the allocation directory
+	{"sized", errorfs.And(errorfs.AfterKinds(errorfs.OpAllocate), segmentFile)},       // fallocated to full length
+	{"mapped", errorfs.And(errorfs.AfterKinds(errorfs.OpMap), segmentFile)},           // mapped, not yet renamed in
+	{"installed", errorfs.And(errorfs.AfterKinds(errorfs.OpRename), segmentFile)},     // renamed into DATA/commitlog
+	{"dropping", errorfs.And(errorfs.Kinds(errorfs.OpRemove), segmentFile, existing)}, // an unused spare about to be removed
+}
+
 // TestAllocCrashChild is the child of TestCommitLogAllocCrash: it appends
 // crashMsg(0), crashMsg(1), ... printing "acked i" after each, then
 // closes the log, and SIGKILLs itself at the given occurrence of the
-// given allocation step.
+// given kill point (an operation of its file system, errorfs).
 func TestAllocCrashChild(t *testing.T) {
 	spec := os.Getenv(crashChildEnv)
 	if spec == "" {
@@ -46,23 +77,32 @@ func TestAllocCrashChild(t *testing.T) {
 		t.Fatalf("%s=%q", crashChildEnv, spec)
 	}
 	seg, _ := strconv.ParseInt(f[1], 10, 64)
-	step, _ := strconv.Atoi(f[2])
 	occ, _ := strconv.Atoi(f[3])
+	var match errorfs.Predicate
+	for _, kp := range killPoints {
+		if kp.name == f[2] {
+			match = kp.match
+		}
+	}
+	if match == nil {
+		t.Fatalf("no kill point %q", f[2])
+	}
 	o := testOptions(t, seg)
 	o.Preallocate = f[4] == "true"
 	var n atomic.Int64
-	o.allocHook = func(s allocStep, path string) {
-		if s == allocStep(step) && n.Add(1) == int64(occ) {
+	o.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if match(op) && n.Add(1) == int64(occ) {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way
 		}
-	}
+		return nil
+	}))
 	l := mustOpen(t, f[0], o)
 	for i := range crashRecords {
 		mustAppend(t, l, crashMsg(i))
 		fmt.Printf("acked %d\n", i)
 	}
-	if allocStep(step) == allocDropping {
+	if f[2] == "dropping" {
 		// Close drops the spare: wait for the allocator to publish one
 		// (a background goroutine on a loaded machine).
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -106,9 +146,9 @@ func checkLoadable(t *testing.T, dir string, seg int64) []int64 {
 }
 
 // TestCommitLogAllocCrash kills (SIGKILL) a child process at every step
-// of creating a segment file (first creation and a later one; with the
-// background allocator and without; and while dropping the spare at
-// close), then checks that DATA/commitlog holds only whole segment files
+// of creating a segment file (killPoints: first creation and a later one;
+// with the background allocator and without; and while dropping the spare
+// at close), then checks that DATA/commitlog holds only whole segment files
 // and that the log recovers every acknowledged record, a prefix of what
 // was appended, and goes on.
 func TestCommitLogAllocCrash(t *testing.T) {
@@ -120,24 +160,24 @@ func TestCommitLogAllocCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	type tc struct {
-		step     allocStep
+		step     string
 		occ      int
 		prealloc bool
 	}
 	var cases []tc
 	for _, prealloc := range []bool{true, false} {
-		for s := allocCreated; s <= allocJoined; s++ {
+		for _, kp := range killPoints[:len(killPoints)-1] {
 			for _, occ := range []int{1, 3} {
-				cases = append(cases, tc{s, occ, prealloc})
+				cases = append(cases, tc{kp.name, occ, prealloc})
 			}
 		}
 	}
-	cases = append(cases, tc{allocDropping, 1, true})
+	cases = append(cases, tc{"dropping", 1, true})
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("prealloc=%v/%v/%d", c.prealloc, c.step, c.occ), func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(exe, "-test.run=^TestAllocCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d,%v", crashChildEnv, dir, crashSeg, c.step, c.occ, c.prealloc))
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%s,%d,%v", crashChildEnv, dir, crashSeg, c.step, c.occ, c.prealloc))
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -193,8 +233,8 @@ func TestCommitLogAllocCrash(t *testing.T) {
 }
 
 // TestCommitLogSegmentsOnlyWhileRunning: while a log runs and its spare
-// is being preallocated (the allocator held inside the step hook, the
-// spare whole and mapped), DATA/commitlog holds only the log's segments
+// is being preallocated (the allocator held in its file system right
+// after mapping the spare, whole), DATA/commitlog holds only the log's segments
 // (the spare is in the allocation directory), and a copy taken then (a
 // crash) recovers every record.
 func TestCommitLogSegmentsOnlyWhileRunning(t *testing.T) {
@@ -202,12 +242,13 @@ func TestCommitLogSegmentsOnlyWhileRunning(t *testing.T) {
 	o := testOptions(t, crashSeg)
 	ready, resume := make(chan string), make(chan struct{})
 	var once atomic.Bool
-	o.allocHook = func(s allocStep, path string) {
-		if s == allocMapped && strings.HasSuffix(path, spareSuffix) && once.CompareAndSwap(false, true) {
-			ready <- path
+	o.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpMap && op.After && strings.HasSuffix(op.Path, spareSuffix) && once.CompareAndSwap(false, true) {
+			ready <- op.Path
 			<-resume
 		}
-	}
+		return nil
+	}))
 	l := mustOpen(t, dir, o)
 	defer mustClose(t, l)
 	for i := range 40 {
@@ -253,7 +294,7 @@ func TestCommitLogAllocOtherFileSystem(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(shm) })
 	dir := t.TempDir()
-	if same, err := sameFileSystem(shm, dir); err != nil || same {
+	if same, err := sameFileSystem(vfs.Default, shm, dir); err != nil || same {
 		t.Skipf("/dev/shm is not another file system here (%v)", err)
 	}
 	if err := os.Symlink(shm, filepath.Join(dir, "commitlog")); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
@@ -316,7 +317,7 @@ func TestCommitLogPrefaultWindow(t *testing.T) {
 	const seg = 16 << 20
 	const ahead = 4 << 20
 	opts := testOptions(t, seg)
-	opts.warmAhead = ahead
+	opts.PrefaultAhead = ahead
 	r := rand.New(rand.NewSource(3))
 	master := mustOpen(t, t.TempDir(), opts)
 	defer mustClose(t, master)
@@ -383,7 +384,7 @@ func TestCommitLogPrefaultWindow(t *testing.T) {
 	waitPopulated(replica, mx+ahead-warmChunk, mx+ahead+warmChunk)
 
 	// Concurrent prefaulting of one fresh segment: the claims tile it.
-	s, err := createSegment(t.TempDir()+"/seg", 0, seg, master.log, master.now(), nil)
+	s, err := createSegment(vfs.Default, t.TempDir()+"/seg", 0, seg, master.log, master.now())
 	if err != nil {
 		t.Fatal(err)
 	}

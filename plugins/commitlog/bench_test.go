@@ -157,11 +157,17 @@ func benchRSS(b *testing.B, trim bool) {
 	for i := 0; i < b.N; i++ {
 		o := benchOptions(b)
 		o.SegmentSize = 16 << 20
+		checkpoint := (*Log).checkpointNow // what the flusher does every 500 ms
+		if !trim {
+			// No background flush or housekeeping (both trim), and the
+			// checkpoint below without the trim.
+			o.FlushInterval, o.RetentionInterval = time.Hour, time.Hour
+			checkpoint = (*Log).flushAndCheckpoint
+		}
 		l, err := Open(b.TempDir(), o)
 		if err != nil {
 			b.Fatal(err)
 		}
-		l.noTrim = !trim
 		msg := &record.Message{Topic: "BenchTopic", Body: make([]byte, 1024)}
 		before := procStatus(b, "RssFile")
 		peak := 0.0
@@ -170,13 +176,13 @@ func benchRSS(b *testing.B, trim bool) {
 				b.Fatal(err)
 			}
 			if l.Bounds().Max%(8<<20) < 1200 {
-				if err := l.checkpointNow(false); err != nil { // what the flusher does every 500 ms
+				if err := checkpoint(l, false); err != nil {
 					b.Fatal(err)
 				}
 				peak = max(peak, procStatus(b, "RssFile")-before)
 			}
 		}
-		if err := l.checkpointNow(false); err != nil {
+		if err := checkpoint(l, false); err != nil {
 			b.Fatal(err)
 		}
 		after := procStatus(b, "RssFile") - before

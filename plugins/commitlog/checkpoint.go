@@ -9,6 +9,8 @@ import (
 	"maps"
 	"os"
 	"slices"
+
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 )
 
 // Checkpoint file (DATA/commitlog.checkpoint), all big-endian, replaced
@@ -137,8 +139,8 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 }
 
 // readCheckpoint returns the checkpoint at path; fs.ErrNotExist when there is none.
-func readCheckpoint(path string) (checkpoint, error) {
-	f, err := os.Open(path)
+func readCheckpoint(fsys vfs.FS, path string) (checkpoint, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return checkpoint{}, err
 	}
@@ -168,32 +170,22 @@ func (c *checkpoint) valid() error {
 	return nil
 }
 
-// writeCheckpoint replaces path atomically and durably. It refuses a
-// checkpoint that readCheckpoint would refuse.
-func writeCheckpoint(dir, path string, c *checkpoint) error {
+// writeCheckpoint replaces the log's checkpoint atomically and durably.
+// It refuses a checkpoint that readCheckpoint would refuse.
+func (l *Log) writeCheckpoint(c *checkpoint) error {
 	if err := c.valid(); err != nil {
 		return fmt.Errorf("commitlog: write checkpoint: %w", err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("commitlog: write checkpoint: %w", err)
-	}
-	_, err = f.Write(c.encode())
+	tmp := l.ckptPath + ".tmp"
+	err := vfs.WriteFileSync(l.fs, tmp, c.encode(), os.O_TRUNC, 0o644)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+		err = l.fs.Rename(tmp, l.ckptPath)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		l.fs.Remove(tmp)
 		return fmt.Errorf("commitlog: write checkpoint: %w", err)
 	}
-	return syncDir(dir)
+	return syncDir(l.fs, l.root)
 }
 
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs/errorfs"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
@@ -93,18 +94,19 @@ func TestCommitLogConcurrentAppenders(t *testing.T) {
 // appends queue up; one group commit then releases them all.
 func TestCommitLogGroupCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o := testOptions(t, 65536)
+		o, fsys := faultyOptions(t, 65536)
 		o.FlushMode = FlushSync
 		o.Preallocate = false
 		l := mustOpen(t, t.TempDir(), o)
 		gate := make(chan struct{})
-		first := true
-		l.flushHook = func() {
-			if first {
-				first = false
-				<-gate
+		var first atomic.Bool
+		msync := errorfs.And(errorfs.Kinds(errorfs.OpSync), segmentFile)
+		fsys.SetInjector(errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if msync(op) && first.CompareAndSwap(false, true) {
+				<-gate // the first flush's msync is stuck
 			}
-		}
+			return nil
+		}))
 		var wg sync.WaitGroup
 		errs := make(chan error, 17)
 		wg.Add(1)
@@ -113,7 +115,7 @@ func TestCommitLogGroupCommit(t *testing.T) {
 			_, err := l.Append(context.Background(), testMsg("T", 0, 100, 0))
 			errs <- err
 		}()
-		synctest.Wait() // the first flush is stuck in the hook
+		synctest.Wait() // the first flush is stuck in its msync
 		for i := 1; i <= 16; i++ {
 			wg.Add(1)
 			go func() {
@@ -143,12 +145,18 @@ func TestCommitLogGroupCommit(t *testing.T) {
 // Append return its result with ErrFlushDiskTimeout (fake time).
 func TestCommitLogFlushTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o := testOptions(t, 65536)
+		o, fsys := faultyOptions(t, 65536)
 		o.FlushMode = FlushSync
 		o.Preallocate = false
 		l := mustOpen(t, t.TempDir(), o)
 		gate := make(chan struct{})
-		l.flushHook = func() { <-gate }
+		msync := errorfs.And(errorfs.Kinds(errorfs.OpSync), segmentFile)
+		fsys.SetInjector(errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if msync(op) {
+				<-gate // every flush is stuck in its msync until the gate opens
+			}
+			return nil
+		}))
 		start := time.Now()
 		res, err := l.Append(context.Background(), testMsg("T", 0, 100, 1))
 		if !errors.Is(err, store.ErrFlushDiskTimeout) || res.NextOffset == 0 {

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs/errorfs"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
@@ -251,20 +253,52 @@ func TestCommitLogTruncateCrash(t *testing.T) {
 	}
 	cut := offs[cutIdx]
 	errCrash := errors.New("crash")
+	segRemove := errorfs.And(errorfs.Kinds(errorfs.OpRemove), segmentFile)
 	for step := 0; step <= 5; step++ {
 		t.Run(fmt.Sprintf("crash after step %d", step), func(t *testing.T) {
 			dir := copyDir(t, base)
-			l := mustOpen(t, dir, o)
+			fo, fsys := faultyOptions(t, seg)
+			fo.Preallocate = false
+			l := mustOpen(t, dir, fo)
+			// The crash comes at the file-system operation that follows
+			// the step: (1) the checkpoint renamed in, before the data
+			// directory's fsync; (2) the tail zeroed and msynced, before
+			// the first later segment is removed; (3, 4) one later segment
+			// removed (and the directory fsynced), before the next.
+			var crashAt errorfs.Predicate
+			removes := 0
+			switch step {
+			case 1:
+				crashAt = errorfs.And(errorfs.Kinds(errorfs.OpSync), errorfs.PathFunc(func(p string) bool { return p == dir }))
+			case 2, 3, 4:
+				want := min(step-1, 2)
+				crashAt = func(op errorfs.Op) bool {
+					if segRemove(op) {
+						removes++
+						return removes == want
+					}
+					return false
+				}
+			}
+			var mu sync.Mutex // the flusher's operations reach the injector too
 			var img string
-			l.truncHook = func(s int) error {
-				if s == step || (step == 4 && s == 3 && img == "") {
+			fsys.SetInjector(errorfs.InjectorFunc(func(op errorfs.Op) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if img == "" && crashAt != nil && crashAt(op) {
 					img = copyDir(t, dir)
 					return errCrash
 				}
 				return nil
-			}
+			}))
 			err := l.Truncate(cut)
-			if img == "" { // ran to completion: crash after the call, before anything else
+			mu.Lock()
+			crashed := img != ""
+			mu.Unlock()
+			if crashed != (crashAt != nil) {
+				t.Fatalf("crashed %v: the crash point of step %d was not met once", crashed, step)
+			}
+			if !crashed { // ran to completion: crash after the call, before anything else
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -275,7 +309,7 @@ func TestCommitLogTruncateCrash(t *testing.T) {
 			} else if !errors.Is(err, errCrash) {
 				t.Fatalf("Truncate: %v", err)
 			}
-			l.truncHook = nil
+			fsys.SetInjector(nil)
 			l.Close()
 			r := mustOpen(t, img, o)
 			defer mustClose(t, r)

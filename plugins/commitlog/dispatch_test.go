@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"testing"
 	"time"
+
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 )
 
 // dispatchState reads the dispatched offset and a copy of the queue table.
@@ -45,7 +47,7 @@ func TestDispatchBackground(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	mustClose(t, replica)
-	c, err := readCheckpoint(replica.ckptPath)
+	c, err := readCheckpoint(vfs.Default, replica.ckptPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Package commitlog is replicator's default store: RocketMQ's CommitLog on
 // mmap'd segment files, byte-identical to what a RocketMQ broker writes, so
 // a Java slave can replicate from it and it can replicate from a Java
-// master. *Log implements store.Store. This is the only package that
-// imports github.com/edsrzf/mmap-go.
+// master. *Log implements store.Store. It and its file-system seam
+// (plugins/commitlog/vfs) are the only packages that import
+// github.com/edsrzf/mmap-go.
 //
 // # Layout
 //
@@ -199,6 +200,22 @@
 // the segment list is an atomically replaced slice and segments are pinned
 // by reference count. Goroutines: flusher, housekeeper (retention) and
 // preallocator, all stopped and awaited by Close.
+//
+// # File system and fault injection
+//
+// Every file operation of the log goes through Options.FS, a vfs.FS (nil:
+// vfs.Default, the operating system's): open and create, fallocate, mmap
+// and msync of segments, pwrite of replicated bytes, the checkpoint's
+// write and fsync, renames, removals and directory fsyncs. Stores into the
+// mapping (Append) and madvise hints are memory operations and do not.
+// Tests and the fault suite wrap the FS in vfs/errorfs to fail chosen
+// operations: an msync with EIO (a sync-flush Append fails, and the first
+// flush error sticks until a restart), a segment's creation with ENOSPC
+// (the roll and the Append needing it fail, nothing is stored), a
+// replicated pwrite whole or torn (the append fails, the bytes it wrote
+// are zeroed again, the log is unchanged), or a kill at an exact step of
+// a segment's creation or of Truncate (crash tests). The Log itself has
+// no test hooks.
 //
 // # Observability
 //

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -62,15 +61,9 @@ func (l *Log) advanceFlushed(gen uint64, target int64, err error) {
 // flushTo msyncs [flushed, target) segment by segment, then the directory
 // if a segment file was created since the last flush.
 func (l *Log) flushTo(target int64) error {
-	if l.flushHook != nil {
-		l.flushHook()
-	}
 	from := l.flushed.Load()
 	if from >= target {
 		return nil
-	}
-	if err := l.opts.Faults.check(FaultSync, l.dir); err != nil {
-		return err
 	}
 	start := time.Now()
 	segs := l.segList()
@@ -85,7 +78,7 @@ func (l *Log) flushTo(target int64) error {
 		}
 	}
 	if l.dirDirty.Swap(false) {
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.fs, l.dir); err != nil {
 			l.dirDirty.Store(true)
 			return err
 		}
@@ -133,6 +126,15 @@ func (l *Log) waitFlush(ctx context.Context, target int64) error {
 // clean marks the checkpoint written by Close: the log ends exactly at its
 // flushed offset, so recovery trusts no byte past it.
 func (l *Log) checkpointNow(clean bool) error {
+	if err := l.flushAndCheckpoint(clean); err != nil {
+		return err
+	}
+	l.trimSealed()
+	return nil
+}
+
+// flushAndCheckpoint is checkpointNow without the trim.
+func (l *Log) flushAndCheckpoint(clean bool) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	l.mu.Lock()
@@ -153,12 +155,11 @@ func (l *Log) checkpointNow(clean bool) error {
 	}
 	if changed {
 		// Truncate holds ckptMu, so gen cannot have moved: c is current.
-		if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
+		if err := l.writeCheckpoint(&c); err != nil {
 			return err
 		}
 		l.lastCkpt = c
 	}
-	l.trimSealed()
 	return nil
 }
 
@@ -166,9 +167,6 @@ func (l *Log) checkpointNow(clean bool) error {
 // the resident set stays near the active segment plus what readers use:
 // once when a segment is sealed and flushed, then again after reads.
 func (l *Log) trimSealed() {
-	if l.noTrim {
-		return
-	}
 	segs := l.segList()
 	fl := l.flushed.Load()
 	for i, s := range segs {
@@ -407,14 +405,14 @@ func (l *Log) enforceRetention() (int, error) {
 	var firstErr error
 	for _, s := range victims {
 		s.unmap()
-		if err := os.Remove(s.path); err != nil && firstErr == nil {
+		if err := l.fs.Remove(s.path); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("commitlog: retention: %w", err)
 		}
 		l.log.Info("retention deleted segment", "file", s.path, "start", s.start)
 		l.m.retained.Inc()
 	}
 	if n > 0 {
-		if err := syncDir(l.dir); err != nil && firstErr == nil {
+		if err := syncDir(l.fs, l.dir); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
@@ -27,6 +27,7 @@ var (
 // Log is a RocketMQ-layout commit log on mmap'd segment files. It
 // implements store.Store; all methods are safe for concurrent use.
 type Log struct {
+	fs       vfs.FS
 	root     string // DATA
 	dir      string // DATA/commitlog
 	allocDir string // DATA/commitlog.alloc, or dir when segments are created in place
@@ -68,7 +69,7 @@ type Log struct {
 	allocReq  chan int64
 	warmReq   chan *segment
 	warmKick  chan struct{}
-	warmAhead int64 // prefaultAhead, or Options.warmAhead in tests
+	warmAhead int64 // Options.PrefaultAhead, or prefaultAhead
 	// replicating is set by replicated appends and cleared by Append: a
 	// replica's pages are filled by pwrite, not populated ahead.
 	replicating atomic.Bool
@@ -76,13 +77,6 @@ type Log struct {
 	dispatchKick chan struct{}
 	done         chan struct{}
 	wg           sync.WaitGroup
-
-	// Test hooks, nil in production: flushHook runs before each flush;
-	// truncHook runs after each crash-safety step of Truncate and aborts it
-	// when it returns an error (a simulated crash).
-	flushHook func()
-	truncHook func(step int) error
-	noTrim    bool // benchmarks: measure the resident set without trimming
 }
 
 // Open opens or creates the commit log under dir (segments live in
@@ -103,6 +97,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		now = time.Now
 	}
 	l := &Log{
+		fs:           opts.FS,
 		root:         dir,
 		dir:          filepath.Join(dir, "commitlog"),
 		ckptPath:     filepath.Join(dir, checkpointName),
@@ -118,11 +113,14 @@ func Open(dir string, opts Options) (*Log, error) {
 		warmKick:     make(chan struct{}, 1),
 		dispatchKick: make(chan struct{}, 1),
 		done:         make(chan struct{}),
-		warmAhead:    cmp.Or(opts.warmAhead, prefaultAhead),
+		warmAhead:    cmp.Or(opts.PrefaultAhead, prefaultAhead),
+	}
+	if l.fs == nil {
+		l.fs = vfs.Default
 	}
 	l.fillDone.L = &l.mu
 	l.segs.Store(&[]*segment{})
-	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("commitlog: open: %w", err)
 	}
 	m, err := newMetrics(opts.Registerer)
@@ -307,7 +305,6 @@ func (l *Log) roll(start int64) (*segment, error) {
 		l.max.Store(start)
 	}
 	l.m.segments.Set(float64(len(segs)))
-	l.step(allocJoined, seg.path)
 	l.requestSpare(seg.end())
 	return seg, nil
 }
@@ -441,9 +438,6 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 // (docs/benchmarks.md). The mapping sees the bytes at once (one page
 // cache) and msync flushes them.
 func (l *Log) replicaWrite(seg *segment, pos int64, p []byte) error {
-	if err := l.opts.Faults.check(FaultWrite, seg.path); err != nil {
-		return err
-	}
 	if _, err := seg.f.WriteAt(p, pos); err != nil {
 		clear(seg.data[pos : pos+int64(len(p))]) // what a short write left
 		return fmt.Errorf("write %s at %d: %w", seg.path, pos, err)
@@ -542,14 +536,14 @@ func (l *Log) reset(offset int64) error {
 	// the checkpoint's offsets and scans them instead.
 	l.truncGen.Add(1)
 	c := checkpoint{Flushed: offset, Scan: offset, Queues: l.queues.clone()}
-	if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
+	if err := l.writeCheckpoint(&c); err != nil {
 		return err
 	}
 	l.lastCkpt = c
 	for _, s := range segs {
 		path := s.path
 		s.Release()
-		if err := os.Remove(path); err != nil {
+		if err := l.fs.Remove(path); err != nil {
 			return fmt.Errorf("commitlog: reset: %w", err)
 		}
 	}
@@ -563,7 +557,7 @@ func (l *Log) reset(offset int64) error {
 	l.dispatched = offset
 	l.stalled = false
 	l.m.segments.Set(0)
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.fs, l.dir); err != nil {
 		return err
 	}
 	l.log.Info("empty log restarted", "offset", offset)

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 	"github.com/replicatorhq/replicator/sdk/record"
 )
 
@@ -84,11 +85,12 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock for store timestamps and retention ages; nil = time.Now.
 	Now func() time.Time
-	// Faults injects file-operation errors (fault tests, faultfs.go); nil = none.
-	Faults *Faults
-
-	warmAhead int64                             // tests: how far ahead of the writer to prefault (0: prefaultAhead)
-	allocHook func(step allocStep, path string) // crash tests: called after each step of a segment's creation
+	// PrefaultAhead bounds how far past the max offset Prefault
+	// populates pages (0: 64 MiB).
+	PrefaultAhead int64
+	// FS is the file system the log's files live on; nil is vfs.Default,
+	// the operating system's. Fault tests give an errorfs wrapper.
+	FS vfs.FS
 }
 
 // DefaultOptions returns RocketMQ's defaults: 1 GiB segments, 4 MiB
@@ -124,6 +126,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("commitlog: SyncFlushTimeout %v must be positive", o.SyncFlushTimeout)
 	case o.RetentionAge < 0 || o.RetentionBytes < 0:
 		return fmt.Errorf("commitlog: negative retention")
+	case o.PrefaultAhead < 0:
+		return fmt.Errorf("commitlog: PrefaultAhead %d is negative", o.PrefaultAhead)
 	case o.RetentionInterval <= 0:
 		return fmt.Errorf("commitlog: RetentionInterval %v must be positive", o.RetentionInterval)
 	}

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
@@ -37,9 +37,9 @@ func (l *Log) recover() error {
 	}
 	l.segs.Store(&segs)
 	l.m.segments.Set(float64(len(segs)))
-	ck, cerr := readCheckpoint(l.ckptPath)
+	ck, cerr := readCheckpoint(l.fs, l.ckptPath)
 	if cerr == nil {
-		if why := brokerRanSince(l.root, l.ckptPath); why != "" {
+		if why := brokerRanSince(l.fs, l.root, l.ckptPath); why != "" {
 			cerr = fmt.Errorf("%w: %s", errBrokerRan, why)
 		}
 	}
@@ -110,7 +110,7 @@ func (l *Log) recover() error {
 			flushed = p
 		}
 		c := checkpoint{Flushed: min(flushed, p), Scan: p, Timestamp: l.lastTS, Queues: table}
-		if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
+		if err := l.writeCheckpoint(&c); err != nil {
 			return err
 		}
 		l.lastCkpt = c
@@ -140,7 +140,7 @@ func (l *Log) recover() error {
 
 // loadSegments lists, checks and maps the segment files in order.
 func (l *Log) loadSegments() ([]*segment, error) {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: open: %w", err)
 	}
@@ -152,7 +152,7 @@ func (l *Log) loadSegments() ([]*segment, error) {
 				// An unused spare left by an older replicator, which
 				// preallocated here (now in allocDirName).
 				l.log.Info("removing an unused preallocated segment", "file", name)
-				os.Remove(filepath.Join(l.dir, name))
+				l.fs.Remove(filepath.Join(l.dir, name))
 				continue
 			}
 		}
@@ -174,7 +174,7 @@ func (l *Log) loadSegments() ([]*segment, error) {
 	// RocketMQ: a zero-length last file is deleted (a crash while creating it).
 	for len(starts) > 0 {
 		path := segmentPath(l.dir, starts[len(starts)-1])
-		fi, err := os.Stat(path)
+		fi, err := l.fs.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("commitlog: open: %w", err)
 		}
@@ -182,17 +182,17 @@ func (l *Log) loadSegments() ([]*segment, error) {
 			break
 		}
 		l.log.Warn("deleting a zero-length last segment", "file", path)
-		if err := os.Remove(path); err != nil {
+		if err := l.fs.Remove(path); err != nil {
 			return nil, fmt.Errorf("commitlog: open: %w", err)
 		}
 		starts = starts[:len(starts)-1]
 	}
-	if found, ok := uniformSize(l.dir, starts); ok && found != size {
+	if found, ok := uniformSize(l.fs, l.dir, starts); ok && found != size {
 		return nil, &SegmentSizeError{Dir: l.dir, Found: found, Configured: size}
 	}
 	for i, st := range starts {
 		path := segmentPath(l.dir, st)
-		fi, err := os.Stat(path)
+		fi, err := l.fs.Stat(path)
 		if err != nil {
 			return nil, fmt.Errorf("commitlog: open: %w", err)
 		}
@@ -207,7 +207,7 @@ func (l *Log) loadSegments() ([]*segment, error) {
 	}
 	segs := make([]*segment, 0, len(starts))
 	for _, st := range starts {
-		s, err := openSegment(segmentPath(l.dir, st), st, size, l.log)
+		s, err := openSegment(l.fs, segmentPath(l.dir, st), st, size, l.log)
 		if err != nil {
 			for _, o := range segs {
 				o.Release()
@@ -224,10 +224,10 @@ func (l *Log) loadSegments() ([]*segment, error) {
 // page multiple, at least MinSegmentSize), starts multiples of it and
 // consecutive. Open then says "written with another segment size" rather
 // than "corrupt".
-func uniformSize(dir string, starts []int64) (int64, bool) {
+func uniformSize(fsys vfs.FS, dir string, starts []int64) (int64, bool) {
 	size := int64(-1)
 	for i, st := range starts {
-		fi, err := os.Stat(segmentPath(dir, st))
+		fi, err := fsys.Stat(segmentPath(dir, st))
 		if err != nil {
 			return 0, false
 		}
@@ -368,9 +368,6 @@ func (l *Log) cutTail(p, knownEnd int64) (bool, error) {
 			return false, err
 		}
 		changed = knownEnd > p
-		if err := l.truncStep(2); err != nil {
-			return changed, err
-		}
 	} else {
 		hi, err := seg.zeroFrom(p - seg.start)
 		if err != nil {
@@ -385,16 +382,13 @@ func (l *Log) cutTail(p, knownEnd int64) (bool, error) {
 		rest := segs[:j:j]
 		l.segs.Store(&rest)
 		s.Release()
-		if err := os.Remove(path); err != nil {
+		if err := l.fs.Remove(path); err != nil {
 			return changed, fmt.Errorf("commitlog: remove %s: %w", path, err)
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.fs, l.dir); err != nil {
 			return changed, err
 		}
 		changed = true
-		if err := l.truncStep(3); err != nil {
-			return changed, err
-		}
 	}
 	l.m.segments.Set(float64(len(l.segList())))
 	return changed, nil

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 )
 
 // Files a RocketMQ broker keeps in its store root next to commitlog/
@@ -32,17 +35,17 @@ var errBrokerRan = errors.New("commitlog: a RocketMQ broker used the directory a
 // the broker's checkpoint file, which it rewrites while it runs and at
 // shutdown, or an abort file a broker created (at its start) is newer
 // than ckptPath. Replicator writes neither file, so either is a broker's.
-func brokerRanSince(root, ckptPath string) string {
-	ours, err := os.Stat(ckptPath)
+func brokerRanSince(fsys vfs.FS, root, ckptPath string) string {
+	ours, err := fsys.Stat(ckptPath)
 	if err != nil {
 		return ""
 	}
-	if fi, err := os.Stat(filepath.Join(root, brokerCkptName)); err == nil && fi.ModTime().After(ours.ModTime()) {
+	if fi, err := fsys.Stat(filepath.Join(root, brokerCkptName)); err == nil && fi.ModTime().After(ours.ModTime()) {
 		return "the broker's checkpoint file is newer"
 	}
 	path := filepath.Join(root, abortName)
-	if fi, err := os.Stat(path); err == nil && fi.ModTime().After(ours.ModTime()) {
-		if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, abortMark) {
+	if fi, err := fsys.Stat(path); err == nil && fi.ModTime().After(ours.ModTime()) {
+		if b, err := vfs.ReadFile(fsys, path); err == nil && !bytes.Equal(b, abortMark) {
 			return "a broker's abort file is newer"
 		}
 	}
@@ -58,7 +61,7 @@ func brokerRanSince(root, ckptPath string) string {
 // does not touch.
 func (l *Log) markOpen() error {
 	path := filepath.Join(l.root, abortName)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(l.fs, path)
 	switch {
 	case err == nil:
 		if !bytes.Equal(b, abortMark) {
@@ -69,22 +72,13 @@ func (l *Log) markOpen() error {
 	case !isNotExist(err):
 		return fmt.Errorf("commitlog: open: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := vfs.WriteFileSync(l.fs, path, abortMark, os.O_EXCL, 0o644); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			l.fs.Remove(path)
+		}
 		return fmt.Errorf("commitlog: open: creating %s: %w", path, err)
 	}
-	_, err = f.Write(abortMark)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return fmt.Errorf("commitlog: open: writing %s: %w", path, err)
-	}
-	return syncDir(l.root)
+	return syncDir(l.fs, l.root)
 }
 
 // markClosed deletes replicator's abort file after a clean Close.
@@ -92,8 +86,8 @@ func (l *Log) markClosed() error {
 	if l.keepAbort {
 		return nil
 	}
-	if err := os.Remove(filepath.Join(l.root, abortName)); err != nil && !isNotExist(err) {
+	if err := l.fs.Remove(filepath.Join(l.root, abortName)); err != nil && !isNotExist(err) {
 		return fmt.Errorf("commitlog: close: %w", err)
 	}
-	return syncDir(l.root)
+	return syncDir(l.fs, l.root)
 }

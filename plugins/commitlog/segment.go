@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
@@ -45,7 +45,7 @@ type segment struct {
 	start int64
 	size  int64
 	path  string
-	f     *os.File
+	f     vfs.File
 	data  mmap.MMap
 	log   hclog.Logger
 
@@ -56,69 +56,23 @@ type segment struct {
 	trimmed atomic.Bool  // sealed, flushed and its pages released once
 }
 
-// allocStep names a step of creating a segment file, for crash tests
-// (Options.allocHook): a kill at any of them must leave DATA/commitlog
-// holding only whole segment files.
-type allocStep uint8
-
-const (
-	allocCreated   allocStep = iota + 1 // empty file created in the allocation directory
-	allocSized                          // fallocated to full length
-	allocMapped                         // mapped (and, for a spare, populated)
-	allocInstalled                      // renamed into DATA/commitlog, not yet part of the log
-	allocJoined                         // part of the log (the roll is done)
-	allocDropping                       // an unused spare is about to be removed
-)
-
-func (s allocStep) String() string {
-	switch s {
-	case allocCreated:
-		return "created"
-	case allocSized:
-		return "sized"
-	case allocMapped:
-		return "mapped"
-	case allocInstalled:
-		return "installed"
-	case allocJoined:
-		return "joined"
-	case allocDropping:
-		return "dropping"
-	}
-	return fmt.Sprintf("allocStep(%d)", uint8(s))
-}
-
 // createSegment creates path at full length (fallocate, so writes through
 // the mapping never hit ENOSPC as SIGBUS) and maps it. path is in the
 // allocation directory: the file joins DATA/commitlog only by a rename
-// once it is whole (Log.install). step, when not nil, is called after
-// each step (crash tests).
-func createSegment(path string, start, size int64, lg hclog.Logger, now time.Time, step func(allocStep, string)) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+// once it is whole (Log.install).
+func createSegment(fsys vfs.FS, path string, start, size int64, lg hclog.Logger, now time.Time) (*segment, error) {
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: create segment: %w", err)
 	}
-	if step != nil {
-		step(allocCreated, path)
-	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
-		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-			f.Close()
-			os.Remove(path)
-			return nil, fmt.Errorf("commitlog: fallocate %s: %w", path, err)
-		}
-		if err := f.Truncate(size); err != nil {
-			f.Close()
-			os.Remove(path)
-			return nil, fmt.Errorf("commitlog: size %s: %w", path, err)
-		}
-	}
-	if step != nil {
-		step(allocSized, path)
+	if err := f.Preallocate(size); err != nil {
+		f.Close()
+		fsys.Remove(path)
+		return nil, fmt.Errorf("commitlog: size %s: %w", path, err)
 	}
 	s, err := mapSegment(f, path, start, size, lg)
 	if err != nil {
-		os.Remove(path)
+		fsys.Remove(path)
 		return nil, err
 	}
 	s.mtime.Store(now.UnixNano())
@@ -126,8 +80,8 @@ func createSegment(path string, start, size int64, lg hclog.Logger, now time.Tim
 }
 
 // openSegment maps an existing segment file of the given size.
-func openSegment(path string, start, size int64, lg hclog.Logger) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func openSegment(fsys vfs.FS, path string, start, size int64, lg hclog.Logger) (*segment, error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: open segment: %w", err)
 	}
@@ -144,8 +98,8 @@ func openSegment(path string, start, size int64, lg hclog.Logger) (*segment, err
 	return s, nil
 }
 
-func mapSegment(f *os.File, path string, start, size int64, lg hclog.Logger) (*segment, error) {
-	m, err := mmap.MapRegion(f, int(size), mmap.RDWR, 0, 0)
+func mapSegment(f vfs.File, path string, start, size int64, lg hclog.Logger) (*segment, error) {
+	m, err := f.Map(int(size))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("commitlog: mmap %s: %w", path, err)
@@ -194,7 +148,7 @@ func (s *segment) msync(lo, hi int64) error {
 		return nil
 	}
 	lo &^= pageSize - 1
-	if err := unix.Msync(s.data[lo:hi], unix.MS_SYNC); err != nil {
+	if err := s.f.MSync(s.data[lo:hi]); err != nil {
 		return fmt.Errorf("commitlog: msync %s [%d,%d): %w", s.path, lo, hi, err)
 	}
 	return nil
@@ -308,13 +262,8 @@ func (s *segment) zeroRange(lo, hi int64) error {
 
 // syncDir fsyncs a directory so that created, renamed and removed entries
 // are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("commitlog: open dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+func syncDir(fsys vfs.FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("commitlog: fsync dir %s: %w", dir, err)
 	}
 	return nil

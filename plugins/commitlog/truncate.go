@@ -68,14 +68,11 @@ func (l *Log) Truncate(offset int64) error {
 		flushed = scanAt
 	}
 	c := checkpoint{Flushed: flushed, Scan: scanAt, Timestamp: l.lastTS, Queues: table}
-	if err := writeCheckpoint(l.root, l.ckptPath, &c); err != nil {
+	if err := l.writeCheckpoint(&c); err != nil {
 		return err
 	}
 	l.lastCkpt = c
 	l.truncGen.Add(1)
-	if err := l.truncStep(1); err != nil {
-		return err
-	}
 	if _, err := l.cutTail(offset, hi); err != nil {
 		return err
 	}
@@ -132,11 +129,4 @@ func (l *Log) queuesAt(offset, dispatched int64) (queueTable, error) {
 		pos += int64(info.Size)
 	}
 	return table, nil
-}
-
-func (l *Log) truncStep(step int) error {
-	if l.truncHook == nil {
-		return nil
-	}
-	return l.truncHook(step)
 }

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // topicsBody returns a topics.json body with n topics, about 200 bytes each.
@@ -45,7 +47,7 @@ func BenchmarkStorePut(b *testing.B) {
 }
 
 func BenchmarkDecodeDocument(b *testing.B) {
-	data := EncodeDocument(DataVersion{Counter: 1}, topicsBody(1000))
+	data := EncodeDocument(meta.DataVersion{Counter: 1}, topicsBody(1000))
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		if _, _, err := DecodeDocument(data); err != nil {

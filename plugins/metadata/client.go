@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // HTTPSourceConfig configures NewHTTPSource.
@@ -41,7 +43,7 @@ type HTTPSource struct {
 	maxList int64
 }
 
-var _ Source = (*HTTPSource)(nil)
+var _ meta.Source = (*HTTPSource)(nil)
 
 // NewHTTPSource validates cfg and returns the source. It does not connect.
 func NewHTTPSource(cfg HTTPSourceConfig) (*HTTPSource, error) {
@@ -65,7 +67,7 @@ func NewHTTPSource(cfg HTTPSourceConfig) (*HTTPSource, error) {
 }
 
 // List fetches GET /v1/metadata.
-func (c *HTTPSource) List(ctx context.Context) ([]Entry, error) {
+func (c *HTTPSource) List(ctx context.Context) ([]meta.Entry, error) {
 	data, err := c.fetch(ctx, APIPath, c.maxList)
 	if err != nil {
 		return nil, err
@@ -87,24 +89,24 @@ func (c *HTTPSource) List(ctx context.Context) ([]Entry, error) {
 		}
 		seen[e.Name] = true
 	}
-	slices.SortFunc(lr.Documents, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(lr.Documents, func(a, b meta.Entry) int { return strings.Compare(a.Name, b.Name) })
 	return lr.Documents, nil
 }
 
 // Get fetches GET /v1/metadata/{name}.
-func (c *HTTPSource) Get(ctx context.Context, name string) (Document, error) {
+func (c *HTTPSource) Get(ctx context.Context, name string) (meta.Document, error) {
 	if err := ValidateName(name); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	data, err := c.fetch(ctx, apiPrefix+name, c.maxDoc)
 	if err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	v, body, err := DecodeDocument(data)
 	if err != nil {
-		return Document{}, fmt.Errorf("%w: %s: %v", ErrBadResponse, name, err)
+		return meta.Document{}, fmt.Errorf("%w: %s: %v", ErrBadResponse, name, err)
 	}
-	return Document{Name: name, Version: v, Body: body}, nil
+	return meta.Document{Name: name, Version: v, Body: body}, nil
 }
 
 // fetch GETs path and returns the body of a 200 answer, reading at most
@@ -123,20 +125,20 @@ func (c *HTTPSource) fetch(ctx context.Context, path string, limit int64) ([]byt
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength > limit {
-		return nil, fmt.Errorf("%w: GET %s: %d bytes, bound %d", ErrTooLarge, path, resp.ContentLength, limit)
+		return nil, fmt.Errorf("%w: GET %s: %d bytes, bound %d", meta.ErrTooLarge, path, resp.ContentLength, limit)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("metadata: GET %s: reading answer: %w", path, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: GET %s: answer over the bound of %d bytes", ErrTooLarge, path, limit)
+		return nil, fmt.Errorf("%w: GET %s: answer over the bound of %d bytes", meta.ErrTooLarge, path, limit)
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		return data, nil
 	case resp.StatusCode == http.StatusNotFound && path != APIPath:
-		return nil, fmt.Errorf("%w: GET %s", ErrNotFound, path)
+		return nil, fmt.Errorf("%w: GET %s", meta.ErrNotFound, path)
 	default:
 		var er ErrorResponse
 		_ = json.Unmarshal(data, &er)

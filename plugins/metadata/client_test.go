@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 func TestPluginHTTPSourceConfig(t *testing.T) {
@@ -44,17 +46,17 @@ func TestPluginHTTPSourceAgainstHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, err := src.List(ctx)
-	if err != nil || len(list) != 1 || list[0] != (Entry{put.Name, put.Version}) {
+	if err != nil || len(list) != 1 || list[0] != (meta.Entry{Name: put.Name, Version: put.Version}) {
 		t.Fatalf("List = %+v %v", list, err)
 	}
 	d, err := src.Get(ctx, put.Name)
 	if err != nil || d.Version != put.Version || string(d.Body) != `{"k":1}` || d.Name != put.Name {
 		t.Fatalf("Get = %+v %v", d, err)
 	}
-	if _, err := src.Get(ctx, "absent.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := src.Get(ctx, "absent.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("Get absent = %v", err)
 	}
-	if _, err := src.Get(ctx, "../x"); !errors.Is(err, ErrInvalidName) {
+	if _, err := src.Get(ctx, "../x"); !errors.Is(err, meta.ErrInvalidName) {
 		t.Fatalf("Get bad name = %v", err)
 	}
 	// A 404 on the list itself is a malformed answer, not "not found".

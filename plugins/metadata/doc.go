@@ -6,29 +6,20 @@
 //
 // # The plugin contract
 //
-// Two small interfaces, with plain structs, so that other sources (for
-// example a RocketMQ remoting client speaking GET_ALL_TOPIC_CONFIG) can be
-// plugged in later:
-//
-//	type Source interface {
-//		List(ctx) ([]Entry, error)              // names and DataVersions, sorted by name
-//		Get(ctx, name string) (Document, error) // one document; ErrNotFound if absent
-//	}
-//	type Sink interface {
-//		Apply(ctx, docs []Document) error // store all of docs, with their versions, atomically
-//	}
-//
-//	type Document struct { Name string; Version DataVersion; Body json.RawMessage }
-//	type Entry    struct { Name string; Version DataVersion }
-//	type DataVersion struct { StateVersion, Timestamp, Counter int64 } // JSON: stateVersion, timestamp, counter
+// The model is package sdk/meta's, defined there once for every metadata
+// store, source and plugin: meta.Document, meta.Entry, meta.DataVersion,
+// the interfaces meta.Source (List, Get: where metadata comes from),
+// meta.Sink (Apply: where a slave puts it), meta.Store (both, plus Put and
+// Close: what a node serves, and what an external plugin implements) and
+// meta.Deleter, and the sentinel errors meta.ErrNotFound, ErrInvalidName,
+// ErrInvalidDocument, ErrTooLarge and ErrClosed. This package implements
+// them: *Store is a meta.Store and a meta.Deleter, HTTPSource and
+// RemotingSource are meta.Sources, Syncer copies a meta.Source into a
+// LocalStore (meta.Source + meta.Sink). Other sources plug in the same way.
 //
 // Package metadatatest has the in-memory twin (Memory: a Source, Sink and
 // Put without disk) and the conformance suite TestLocalStore, which *Store,
 // Memory and any third-party LocalStore run.
-//
-// DataVersion has RocketMQ's meaning: Next(now) sets Timestamp to now in
-// milliseconds and increments Counter; Equal compares all three fields;
-// Compare orders by StateVersion, then Counter, then Timestamp.
 //
 // Document.Body is always a JSON object and never contains the
 // "dataVersion" member: the version travels in Document.Version. A

@@ -2,12 +2,13 @@ package metadata
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // Default document names: RocketMQ's broker config files under DATA/config.
@@ -36,86 +37,27 @@ var DefaultDocuments = map[string]string{
 	DelayOffsetName:       `{"offsetTable":{}}`,
 }
 
-// Errors. They are wrapped with context; check them with errors.Is.
+// Errors of this package beside the model's (meta.ErrNotFound,
+// meta.ErrInvalidName, meta.ErrInvalidDocument, meta.ErrTooLarge,
+// meta.ErrClosed). They are wrapped with context; check them with
+// errors.Is.
 var (
-	// ErrNotFound: no document of that name.
-	ErrNotFound = errors.New("metadata: document not found")
-	// ErrInvalidName: the name breaks the rules in the package doc.
-	ErrInvalidName = errors.New("metadata: invalid document name")
-	// ErrInvalidDocument: the bytes are not a JSON object, or their
-	// "dataVersion" member is not a DataVersion.
-	ErrInvalidDocument = errors.New("metadata: invalid document")
-	// ErrTooLarge: a document or an answer is over its size bound.
-	ErrTooLarge = errors.New("metadata: document too large")
 	// ErrBadResponse: a master answered with something malformed.
 	ErrBadResponse = errors.New("metadata: malformed answer from master")
 	// ErrLimit: a write would take the store over Options.MaxDocuments or
 	// Options.MaxTotalSize; nothing changed.
 	ErrLimit = errors.New("metadata: store limit reached")
-	// ErrClosed: the component was closed.
-	ErrClosed = errors.New("metadata: closed")
 )
-
-// Document is one named metadata document.
-type Document struct {
-	// Name is the document's name, which is also its file name. REQUIRED.
-	Name string
-	// Version is the document's DataVersion.
-	Version DataVersion
-	// Body is the document: a JSON object without a "dataVersion" member.
-	// REQUIRED. Owned by whoever holds the Document; implementations copy
-	// what they keep.
-	Body json.RawMessage
-}
-
-// Entry names a document and its version, as listed by a Source.
-type Entry struct {
-	Name    string      `json:"name"`
-	Version DataVersion `json:"dataVersion"`
-}
-
-// Source is where metadata comes from: a local store, or a master reached
-// over HTTP (HTTPSource) or, later, RocketMQ remoting.
-//
-// Methods are safe for concurrent use. A ctx ends the call early with its
-// error. Errors other than ErrNotFound from Get mean the source is
-// unavailable or broken right now; a syncer retries at its next tick.
-type Source interface {
-	// List returns every document's name and version, sorted by name.
-	List(ctx context.Context) ([]Entry, error)
-	// Get returns one document (ErrNotFound when absent). The caller owns
-	// the returned Body.
-	Get(ctx context.Context, name string) (Document, error)
-}
-
-// Sink is where a slave puts the metadata it copied.
-type Sink interface {
-	// Apply stores every document in docs with its Version as given (no
-	// bump), replacing documents of the same names, all or nothing: after
-	// an error, and after a crash at any point, either all of docs or none
-	// of them are visible. An empty docs is a no-op. Apply keeps no
-	// reference to docs. It is idempotent.
-	Apply(ctx context.Context, docs []Document) error
-}
-
-// Deleter is a store that can remove documents (*Store). The HTTP handler
-// serves DELETE with it, and a Syncer whose Local is one deletes the
-// documents the master no longer has.
-type Deleter interface {
-	// Delete removes the document name durably, or fails with ErrNotFound
-	// (nothing changed).
-	Delete(ctx context.Context, name string) error
-}
 
 // ValidateName reports, wrapping ErrInvalidName, why name cannot name a
 // document, or nil.
 func ValidateName(name string) error {
-	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrInvalidName, truncate(name), why) }
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", meta.ErrInvalidName, truncate(name), why) }
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
+		return fmt.Errorf("%w: empty", meta.ErrInvalidName)
 	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, over the limit of %d", ErrInvalidName, len(name), MaxNameLen)
+		return fmt.Errorf("%w: %d bytes, over the limit of %d", meta.ErrInvalidName, len(name), MaxNameLen)
 	case !utf8.ValidString(name):
 		return bad("not valid UTF-8")
 	case strings.ContainsAny(name, `/\`):
@@ -148,11 +90,11 @@ func truncate(s string) string {
 // "dataVersion", keeping the other members' order and bytes. fastjson's
 // unquoted integer keys ({0:12}) are accepted and quoted. Errors wrap
 // ErrInvalidDocument.
-func DecodeDocument(data []byte) (DataVersion, json.RawMessage, error) {
-	var v DataVersion
+func DecodeDocument(data []byte) (meta.DataVersion, json.RawMessage, error) {
+	var v meta.DataVersion
 	norm, valid := quoteBareKeys(data)
 	if !valid && !json.Valid(norm) {
-		return v, nil, fmt.Errorf("%w: not valid JSON", ErrInvalidDocument)
+		return v, nil, fmt.Errorf("%w: not valid JSON", meta.ErrInvalidDocument)
 	}
 	members, err := objectMembers(norm)
 	if err != nil {
@@ -164,9 +106,9 @@ func DecodeDocument(data []byte) (DataVersion, json.RawMessage, error) {
 			kept = append(kept, m)
 			continue
 		}
-		var dv DataVersion
+		var dv meta.DataVersion
 		if err := json.Unmarshal(m.raw, &dv); err != nil {
-			return v, nil, fmt.Errorf("%w: dataVersion: %v", ErrInvalidDocument, err)
+			return v, nil, fmt.Errorf("%w: dataVersion: %v", meta.ErrInvalidDocument, err)
 		}
 		v = dv
 	}
@@ -184,29 +126,29 @@ func objectMembers(data []byte) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidDocument, err)
+		return nil, fmt.Errorf("%w: %v", meta.ErrInvalidDocument, err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidDocument)
+		return nil, fmt.Errorf("%w: not a JSON object", meta.ErrInvalidDocument)
 	}
 	var out []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidDocument, err)
+			return nil, fmt.Errorf("%w: %v", meta.ErrInvalidDocument, err)
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return nil, fmt.Errorf("%w: object key is not a string", ErrInvalidDocument)
+			return nil, fmt.Errorf("%w: object key is not a string", meta.ErrInvalidDocument)
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("%w: member %q: %v", ErrInvalidDocument, truncate(key), err)
+			return nil, fmt.Errorf("%w: member %q: %v", meta.ErrInvalidDocument, truncate(key), err)
 		}
 		out = append(out, member{key: key, raw: raw})
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidDocument, err)
+		return nil, fmt.Errorf("%w: %v", meta.ErrInvalidDocument, err)
 	}
 	return out, nil
 }
@@ -229,7 +171,7 @@ func buildObject(members []member, sizeHint int) json.RawMessage {
 // EncodeDocument returns the stored form of a document: body (a JSON object
 // as returned by DecodeDocument) with "dataVersion" inserted as its first
 // member.
-func EncodeDocument(v DataVersion, body json.RawMessage) []byte {
+func EncodeDocument(v meta.DataVersion, body json.RawMessage) []byte {
 	ver, _ := json.Marshal(v) // cannot fail: three int64 fields
 	out := make([]byte, 0, len(body)+len(ver)+20)
 	out = append(out, `{"dataVersion":`...)

@@ -8,56 +8,26 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-func TestDataVersionNextEqualCompare(t *testing.T) {
-	t.Parallel()
-	now := time.UnixMilli(1764576000123)
-	v := DataVersion{StateVersion: 2, Timestamp: 5, Counter: 7}
-	n := v.Next(now)
-	if n != (DataVersion{StateVersion: 2, Timestamp: 1764576000123, Counter: 8}) {
-		t.Fatalf("Next = %+v", n)
-	}
-	if !n.Equal(n) || n.Equal(v) {
-		t.Fatal("Equal wrong")
-	}
-	cases := []struct {
-		a, b DataVersion
-		want int
-	}{
-		{DataVersion{1, 0, 0}, DataVersion{0, 9, 9}, 1},
-		{DataVersion{0, 0, 2}, DataVersion{0, 9, 1}, 1},
-		{DataVersion{0, 1, 2}, DataVersion{0, 9, 2}, -1},
-		{DataVersion{0, 9, 2}, DataVersion{0, 9, 2}, 0},
-	}
-	for _, c := range cases {
-		if got := c.a.Compare(c.b); got != c.want {
-			t.Errorf("%+v.Compare(%+v) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-	data, _ := json.Marshal(n)
-	if string(data) != `{"stateVersion":2,"timestamp":1764576000123,"counter":8}` {
-		t.Fatalf("JSON = %s", data)
-	}
-}
+	"github.com/replicatorhq/replicator/sdk/meta"
+)
 
 func TestDocumentDecodeEncode(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, in string
-		v        DataVersion
+		v        meta.DataVersion
 		body     string
 	}{
 		{"rocketmq topics", `{"dataVersion":{"counter":3,"stateVersion":0,"timestamp":17},"topicConfigTable":{"T":{"readQueueNums":4}}}`,
-			DataVersion{0, 17, 3}, `{"topicConfigTable":{"T":{"readQueueNums":4}}}`},
+			meta.DataVersion{StateVersion: 0, Timestamp: 17, Counter: 3}, `{"topicConfigTable":{"T":{"readQueueNums":4}}}`},
 		{"no version (4.x consumerOffset)", `{"offsetTable":{"T@g":{0:12,1:7}}}`,
-			DataVersion{}, `{"offsetTable":{"T@g":{"0":12,"1":7}}}`},
+			meta.DataVersion{}, `{"offsetTable":{"T@g":{"0":12,"1":7}}}`},
 		{"version last, order kept", "{\n \"b\": 1,\n \"a\": [1, 2],\n \"dataVersion\": {\"timestamp\": 4, \"counter\": 1}\n}",
-			DataVersion{0, 4, 1}, `{"b":1,"a":[1, 2]}`},
-		{"empty", `{}`, DataVersion{}, `{}`},
-		{"negative bare keys", `{"t":{-1:5}}`, DataVersion{}, `{"t":{"-1":5}}`},
-		{"html chars kept", `{"<a&b>":"x"}`, DataVersion{}, `{"<a&b>":"x"}`},
+			meta.DataVersion{StateVersion: 0, Timestamp: 4, Counter: 1}, `{"b":1,"a":[1, 2]}`},
+		{"empty", `{}`, meta.DataVersion{}, `{}`},
+		{"negative bare keys", `{"t":{-1:5}}`, meta.DataVersion{}, `{"t":{"-1":5}}`},
+		{"html chars kept", `{"<a&b>":"x"}`, meta.DataVersion{}, `{"<a&b>":"x"}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,8 +54,8 @@ func TestDocumentDecodeRejects(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{``, `null`, `[1]`, `"s"`, `12`, `{`, `{"a":1`, `{"a":1}x`, `{a:1}`, `{"dataVersion":"x"}`,
 		`{"dataVersion":{"counter":1.5}}`, `{-:1}`, "{\"a\":\"\x01\"}", `{0:1,}`} {
-		if _, _, err := DecodeDocument([]byte(in)); !errors.Is(err, ErrInvalidDocument) {
-			t.Errorf("DecodeDocument(%q) = %v, want ErrInvalidDocument", in, err)
+		if _, _, err := DecodeDocument([]byte(in)); !errors.Is(err, meta.ErrInvalidDocument) {
+			t.Errorf("DecodeDocument(%q) = %v, want meta.ErrInvalidDocument", in, err)
 		}
 	}
 }
@@ -101,8 +71,8 @@ func TestDocumentValidateName(t *testing.T) {
 	bad := []string{"", "a/b", `a\b`, "..", "a..b", "../x", ".", ".hidden", "x.tmp", "x.bak", "a\x00b", "a\nb", "a\x7fb", "a\u0085b",
 		"\xff", strings.Repeat("a", MaxNameLen+1), strings.Repeat("a", 256)}
 	for _, n := range bad {
-		if err := ValidateName(n); !errors.Is(err, ErrInvalidName) {
-			t.Errorf("ValidateName(%q) = %v, want ErrInvalidName", n, err)
+		if err := ValidateName(n); !errors.Is(err, meta.ErrInvalidName) {
+			t.Errorf("ValidateName(%q) = %v, want meta.ErrInvalidName", n, err)
 		}
 	}
 }
@@ -121,8 +91,8 @@ func FuzzDecodeDocument(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, body, err := DecodeDocument(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidDocument) {
-				t.Fatalf("error %v does not wrap ErrInvalidDocument", err)
+			if !errors.Is(err, meta.ErrInvalidDocument) {
+				t.Fatalf("error %v does not wrap meta.ErrInvalidDocument", err)
 			}
 			return
 		}

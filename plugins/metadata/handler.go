@@ -11,15 +11,17 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // DocumentStore is what the HTTP handler serves: a Source plus the master's
 // write. *Store implements it.
 type DocumentStore interface {
-	Source
+	meta.Source
 	// Put stores body as the document name and bumps its version; see
 	// (*Store).Put.
-	Put(ctx context.Context, name string, body json.RawMessage) (Document, error)
+	Put(ctx context.Context, name string, body json.RawMessage) (meta.Document, error)
 }
 
 var _ DocumentStore = (*Store)(nil)
@@ -45,13 +47,13 @@ const (
 
 // ListResponse is the body of GET /v1/metadata.
 type ListResponse struct {
-	Documents []Entry `json:"documents"`
+	Documents []meta.Entry `json:"documents"`
 }
 
 // PutResponse is the body of a successful PUT /v1/metadata/{name}.
 type PutResponse struct {
-	Name    string      `json:"name"`
-	Version DataVersion `json:"dataVersion"`
+	Name    string           `json:"name"`
+	Version meta.DataVersion `json:"dataVersion"`
 }
 
 // DeleteResponse is the body of a successful DELETE /v1/metadata/{name}.
@@ -125,7 +127,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), apiPrefix); ok {
 		name, err := url.PathUnescape(rest)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Errorf("%w: bad escape in path", ErrInvalidName))
+			writeError(w, http.StatusBadRequest, fmt.Errorf("%w: bad escape in path", meta.ErrInvalidName))
 			return
 		}
 		if err := ValidateName(name); err != nil {
@@ -172,14 +174,14 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > h.cfg.MaxDocumentSize {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, r.ContentLength, h.cfg.MaxDocumentSize))
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: %d bytes, limit %d", meta.ErrTooLarge, r.ContentLength, h.cfg.MaxDocumentSize))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxDocumentSize))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: over the limit of %d bytes", ErrTooLarge, h.cfg.MaxDocumentSize))
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: over the limit of %d bytes", meta.ErrTooLarge, h.cfg.MaxDocumentSize))
 			return
 		}
 		writeError(w, http.StatusBadRequest, fmt.Errorf("metadata: reading request body: %w", err))
@@ -205,7 +207,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, errors.New("metadata: read-only (this node is a slave); delete on the master"))
 		return
 	}
-	d, ok := h.cfg.Store.(Deleter)
+	d, ok := h.cfg.Store.(meta.Deleter)
 	if !ok {
 		writeError(w, http.StatusNotImplemented, errors.New("metadata: this node's metadata store plugin cannot delete documents"))
 		return
@@ -222,13 +224,13 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrLimit):
 		writeError(w, http.StatusInsufficientStorage, err)
-	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidDocument):
+	case errors.Is(err, meta.ErrInvalidName), errors.Is(err, meta.ErrInvalidDocument):
 		writeError(w, http.StatusBadRequest, err)
-	case errors.Is(err, ErrTooLarge):
+	case errors.Is(err, meta.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, err)
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, meta.ErrNotFound):
 		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
+	case errors.Is(err, meta.ErrClosed), errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, err)
 	default:
 		h.log.Error("metadata request failed", "method", r.Method, "path", r.URL.Path, "error", err)

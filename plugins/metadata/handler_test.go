@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 func newTestHandler(t *testing.T, readOnly bool, maxSize int64) (http.Handler, *Store, string) {
@@ -68,7 +70,7 @@ func TestPluginHTTPPutGetList(t *testing.T) {
 		t.Fatalf("list = %d %s", rec.Code, rec.Body)
 	}
 	// consumerOffset.json, delayOffset.json, my doc, subscriptionGroup.json, topics.json
-	if len(lr.Documents) != 5 || lr.Documents[2].Name != "my doc" || lr.Documents[4] != (Entry{TopicsName, pr.Version}) {
+	if len(lr.Documents) != 5 || lr.Documents[2].Name != "my doc" || lr.Documents[4] != (meta.Entry{Name: TopicsName, Version: pr.Version}) {
 		t.Fatalf("list = %+v", lr.Documents)
 	}
 	if rec := serve(h, "GET", "/v1/metadata/absent.json", nil); rec.Code != 404 || !strings.Contains(rec.Body.String(), `"error":`) {
@@ -191,7 +193,7 @@ func TestPluginHTTPBadInputOverTCP(t *testing.T) {
 	if after := dirSnapshot(t, dir); !sameSnapshot(before, after) {
 		t.Fatalf("disk changed: %v -> %v", names(before), names(after))
 	}
-	if _, err := st.Get(context.Background(), "big.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := st.Get(context.Background(), "big.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatal("big document stored")
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 func TestStoreLimitsDocumentsAndTotalSize(t *testing.T) {
@@ -45,7 +47,7 @@ func TestStoreLimitsDocumentsAndTotalSize(t *testing.T) {
 		t.Fatalf("over the total size: %v, want ErrLimit", err)
 	}
 	// Apply is bounded the same way, all or nothing.
-	err = st.Apply(ctx, []Document{{Name: "a", Body: json.RawMessage(`{}`)}, {Name: "e", Body: json.RawMessage(`{}`)}})
+	err = st.Apply(ctx, []meta.Document{{Name: "a", Body: json.RawMessage(`{}`)}, {Name: "e", Body: json.RawMessage(`{}`)}})
 	if !errors.Is(err, ErrLimit) {
 		t.Fatalf("apply over the count: %v", err)
 	}
@@ -114,7 +116,7 @@ func TestStoreDeleteIsDurableAndCrashSafe(t *testing.T) {
 	if _, err := st.Put(ctx, "x.json", json.RawMessage(`{"v":2}`)); err != nil { // leaves x.json.bak
 		t.Fatal(err)
 	}
-	if err := st.Delete(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if err := st.Delete(ctx, "nope"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("delete missing: %v", err)
 	}
 	// A crash after the backup is removed leaves the current document, not
@@ -131,12 +133,12 @@ func TestStoreDeleteIsDurableAndCrashSafe(t *testing.T) {
 	if err := st2.Delete(ctx, "x.json"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st2.Get(ctx, "x.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := st2.Get(ctx, "x.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
 	st2.Close()
 	st3 := openTest(t, dir, clk)
-	if _, err := st3.Get(ctx, "x.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := st3.Get(ctx, "x.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("deleted document back after reopen: %v", err)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -158,7 +160,7 @@ func TestPluginHTTPDeleteAndJSONErrors(t *testing.T) {
 	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &dr) != nil || !dr.Deleted || dr.Name != "gone.json" {
 		t.Fatalf("DELETE %d %s", rec.Code, rec.Body)
 	}
-	if _, err := st.Get(context.Background(), "gone.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := st.Get(context.Background(), "gone.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("still there: %v", err)
 	}
 	if rec := serve(h, "DELETE", "/v1/metadata/gone.json", nil); rec.Code != 404 {
@@ -223,7 +225,7 @@ func TestSyncerDeletesWhatTheMasterDeleted(t *testing.T) {
 	if r.Err != nil || strings.Join(r.Deleted, ",") != "custom.json" {
 		t.Fatalf("round %+v", r)
 	}
-	if _, err := s.store.Get(context.Background(), "custom.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.store.Get(context.Background(), "custom.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("slave still has it: %v", err)
 	}
 	if got := testutil.ToFloat64(s.syncer.metrics.deleted); got != 1 {

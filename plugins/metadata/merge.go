@@ -3,6 +3,8 @@ package metadata
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // MergeFunc combines the local body of a document with the master's body
@@ -55,12 +57,12 @@ func MergeConsumerOffsets(local, master json.RawMessage) (json.RawMessage, error
 		}
 		var t map[string]json.RawMessage
 		if err := json.Unmarshal(m.raw, &t); err != nil {
-			return nil, fmt.Errorf("%w: master %s: offsetTable: %v", ErrInvalidDocument, ConsumerOffsetName, err)
+			return nil, fmt.Errorf("%w: master %s: offsetTable: %v", meta.ErrInvalidDocument, ConsumerOffsetName, err)
 		}
 		for k, v := range t {
 			var queues map[string]int64
 			if err := json.Unmarshal(v, &queues); err != nil {
-				return nil, fmt.Errorf("%w: master %s: offsetTable[%q] is not {queueId: offset}: %v", ErrInvalidDocument, ConsumerOffsetName, truncate(k), err)
+				return nil, fmt.Errorf("%w: master %s: offsetTable[%q] is not {queueId: offset}: %v", meta.ErrInvalidDocument, ConsumerOffsetName, truncate(k), err)
 			}
 			merged[k] = v
 		}
@@ -68,7 +70,7 @@ func MergeConsumerOffsets(local, master json.RawMessage) (json.RawMessage, error
 	}
 	table, err := json.Marshal(merged)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: offsetTable: %v", ErrInvalidDocument, ConsumerOffsetName, err)
+		return nil, fmt.Errorf("%w: %s: offsetTable: %v", meta.ErrInvalidDocument, ConsumerOffsetName, err)
 	}
 	if at < 0 {
 		mm = append(mm, member{key: offsetTableKey, raw: table})

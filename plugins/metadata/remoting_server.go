@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replicatorhq/replicator/remoting"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // MessageRequestModeName is RocketMQ 5.x's config/messageRequestMode.json
@@ -80,7 +81,7 @@ func remotingDocument(code int32) (RemotingDocument, bool) {
 // answered with its Empty body at the zero DataVersion. Other codes get
 // REQUEST_CODE_NOT_SUPPORTED with RocketMQ's remark; a store error gets
 // SYSTEM_ERROR with the error as remark.
-func NewRemotingHandler(src Source, log hclog.Logger) remoting.Handler {
+func NewRemotingHandler(src meta.Source, log hclog.Logger) remoting.Handler {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -93,8 +94,8 @@ func NewRemotingHandler(src Source, log hclog.Logger) remoting.Handler {
 		}
 		doc, err := src.Get(ctx, d.Name)
 		switch {
-		case errors.Is(err, ErrNotFound):
-			doc = Document{Name: d.Name, Body: json.RawMessage(d.Empty)}
+		case errors.Is(err, meta.ErrNotFound):
+			doc = meta.Document{Name: d.Name, Body: json.RawMessage(d.Empty)}
 		case err != nil:
 			log.Warn("cannot read a metadata document for a remoting request", "code", req.Code, "name", d.Name, "error", err)
 			return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("replicator: %s: %v", d.Name, err))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/remoting"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // RemotingSourceConfig configures NewRemotingSource.
@@ -51,10 +52,10 @@ type RemotingSource struct {
 	cfg RemotingSourceConfig
 
 	mu   sync.Mutex
-	docs map[string]Document
+	docs map[string]meta.Document
 }
 
-var _ Source = (*RemotingSource)(nil)
+var _ meta.Source = (*RemotingSource)(nil)
 
 // NewRemotingSource validates cfg. It does not connect.
 func NewRemotingSource(cfg RemotingSourceConfig) (*RemotingSource, error) {
@@ -82,14 +83,14 @@ func NewRemotingSource(cfg RemotingSourceConfig) (*RemotingSource, error) {
 var mappingMembers = []string{"mappingDataVersion", "topicQueueMappingInfoMap", "topicQueueMappingDetailMap"}
 
 // List fetches every document from the master.
-func (s *RemotingSource) List(ctx context.Context) ([]Entry, error) {
+func (s *RemotingSource) List(ctx context.Context) ([]meta.Entry, error) {
 	conn, err := s.cfg.Dial(ctx, s.cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: connect to the master's remoting port %s: %w", s.cfg.Addr, err)
 	}
 	cl := remoting.NewClient(conn, s.cfg.MaxFrameSize)
 	defer cl.Close()
-	docs := make(map[string]Document, len(RemotingDocuments))
+	docs := make(map[string]meta.Document, len(RemotingDocuments))
 	for _, d := range RemotingDocuments {
 		doc, ok, err := s.fetch(ctx, cl, d)
 		if err != nil {
@@ -102,42 +103,42 @@ func (s *RemotingSource) List(ctx context.Context) ([]Entry, error) {
 	s.mu.Lock()
 	s.docs = docs
 	s.mu.Unlock()
-	out := make([]Entry, 0, len(docs))
+	out := make([]meta.Entry, 0, len(docs))
 	for _, d := range docs {
-		out = append(out, Entry{Name: d.Name, Version: d.Version})
+		out = append(out, meta.Entry{Name: d.Name, Version: d.Version})
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b meta.Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-func (s *RemotingSource) fetch(ctx context.Context, cl *remoting.Client, d RemotingDocument) (Document, bool, error) {
+func (s *RemotingSource) fetch(ctx context.Context, cl *remoting.Client, d RemotingDocument) (meta.Document, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	name := remoting.CodeName(d.Code)
 	resp, err := cl.Invoke(cctx, &remoting.Command{Code: d.Code, Language: remoting.LanguageGo, Serialize: s.cfg.Serialize})
 	if err != nil {
-		return Document{}, false, fmt.Errorf("metadata: %s from %s: %w", name, s.cfg.Addr, err)
+		return meta.Document{}, false, fmt.Errorf("metadata: %s from %s: %w", name, s.cfg.Addr, err)
 	}
 	switch {
 	case resp.Code == remoting.Success:
 	case slices.Contains(d.AbsentCodes, resp.Code):
-		return Document{}, false, nil // e.g. a 4.x master and a 5.x code
+		return meta.Document{}, false, nil // e.g. a 4.x master and a 5.x code
 	default:
-		return Document{}, false, fmt.Errorf("%w: %s from %s: response code %d: %s", ErrBadResponse, name, s.cfg.Addr, resp.Code, truncate(resp.Remark))
+		return meta.Document{}, false, fmt.Errorf("%w: %s from %s: response code %d: %s", ErrBadResponse, name, s.cfg.Addr, resp.Code, truncate(resp.Remark))
 	}
 	if len(bytes.TrimSpace(resp.Body)) == 0 {
-		return Document{}, false, fmt.Errorf("%w: %s from %s: SUCCESS without a body", ErrBadResponse, name, s.cfg.Addr)
+		return meta.Document{}, false, fmt.Errorf("%w: %s from %s: SUCCESS without a body", ErrBadResponse, name, s.cfg.Addr)
 	}
 	v, body, err := DecodeDocument(resp.Body)
 	if err != nil {
-		return Document{}, false, fmt.Errorf("%w: %s from %s: %v", ErrBadResponse, name, s.cfg.Addr, err)
+		return meta.Document{}, false, fmt.Errorf("%w: %s from %s: %v", ErrBadResponse, name, s.cfg.Addr, err)
 	}
 	if d.Name == TopicsName {
 		if body, err = dropMembers(body, mappingMembers); err != nil {
-			return Document{}, false, fmt.Errorf("%w: %s from %s: %v", ErrBadResponse, name, s.cfg.Addr, err)
+			return meta.Document{}, false, fmt.Errorf("%w: %s from %s: %v", ErrBadResponse, name, s.cfg.Addr, err)
 		}
 	}
-	return Document{Name: d.Name, Version: v, Body: body}, true, nil
+	return meta.Document{Name: d.Name, Version: v, Body: body}, true, nil
 }
 
 func dropMembers(body []byte, names []string) ([]byte, error) {
@@ -156,15 +157,15 @@ func dropMembers(body []byte, names []string) ([]byte, error) {
 
 // Get returns a document fetched by the last List (ErrNotFound if the
 // master had none, or before any List).
-func (s *RemotingSource) Get(ctx context.Context, name string) (Document, error) {
+func (s *RemotingSource) Get(ctx context.Context, name string) (meta.Document, error) {
 	if err := ctx.Err(); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	s.mu.Lock()
 	d, ok := s.docs[name]
 	s.mu.Unlock()
 	if !ok {
-		return Document{}, fmt.Errorf("%w: %q (not fetched from %s)", ErrNotFound, name, s.cfg.Addr)
+		return meta.Document{}, fmt.Errorf("%w: %q (not fetched from %s)", meta.ErrNotFound, name, s.cfg.Addr)
 	}
 	d.Body = slices.Clone(d.Body)
 	return d, nil
@@ -189,7 +190,7 @@ func UnversionedNames() []string {
 // unknownVersion is reported for documents whose version must not be
 // compared: no master sends it (RocketMQ timestamps and counters are not
 // negative), so the Syncer always fetches them.
-var unknownVersion = DataVersion{StateVersion: math.MinInt64, Timestamp: math.MinInt64, Counter: math.MinInt64}
+var unknownVersion = meta.DataVersion{StateVersion: math.MinInt64, Timestamp: math.MinInt64, Counter: math.MinInt64}
 
 // TakeEveryRound wraps a slave's local store so that a Syncer takes the
 // named documents from the master at every round, as SlaveSynchronize does
@@ -209,7 +210,7 @@ type everyRound struct {
 	names []string
 }
 
-func (e *everyRound) List(ctx context.Context) ([]Entry, error) {
+func (e *everyRound) List(ctx context.Context) ([]meta.Entry, error) {
 	es, err := e.LocalStore.List(ctx)
 	if err != nil {
 		return nil, err
@@ -222,8 +223,8 @@ func (e *everyRound) List(ctx context.Context) ([]Entry, error) {
 	return es, nil
 }
 
-func (e *everyRound) Apply(ctx context.Context, docs []Document) error {
-	kept := make([]Document, 0, len(docs))
+func (e *everyRound) Apply(ctx context.Context, docs []meta.Document) error {
+	kept := make([]meta.Document, 0, len(docs))
 	for _, d := range docs {
 		if slices.Contains(e.names, d.Name) {
 			cur, err := e.LocalStore.Get(ctx, d.Name)

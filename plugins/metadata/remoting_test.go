@@ -15,6 +15,7 @@ import (
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
 	"github.com/replicatorhq/replicator/remoting"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // serveRemoting serves h on a real loopback port for the test's life.
@@ -104,10 +105,10 @@ func TestRemotingHandlerAnswers(t *testing.T) {
 	}
 }
 
-type failingSource struct{ metadata.Source }
+type failingSource struct{ meta.Source }
 
-func (failingSource) Get(context.Context, string) (metadata.Document, error) {
-	return metadata.Document{}, errors.New("disk on fire")
+func (failingSource) Get(context.Context, string) (meta.Document, error) {
+	return meta.Document{}, errors.New("disk on fire")
 }
 
 func TestRemotingHandlerStoreError(t *testing.T) {
@@ -124,7 +125,7 @@ type countingLocal struct {
 	written atomic.Int64
 }
 
-func (c *countingLocal) Apply(ctx context.Context, docs []metadata.Document) error {
+func (c *countingLocal) Apply(ctx context.Context, docs []meta.Document) error {
 	c.written.Add(int64(len(docs)))
 	return c.LocalStore.Apply(ctx, docs)
 }
@@ -143,7 +144,7 @@ func newRemotingSyncer(t *testing.T, addr string, local metadata.LocalStore) *me
 	return s
 }
 
-func mustGet(t *testing.T, st metadata.Source, name string) metadata.Document {
+func mustGet(t *testing.T, st meta.Source, name string) meta.Document {
 	t.Helper()
 	d, err := st.Get(context.Background(), name)
 	if err != nil {
@@ -162,8 +163,8 @@ func TestRemotingMasterToSlave(t *testing.T) {
 	ctx := context.Background()
 	master := openStore(t, true)
 	slaveStore := openStore(t, false)
-	if err := slaveStore.Apply(ctx, []metadata.Document{
-		{Name: metadata.TopicsName, Version: metadata.DataVersion{Counter: 99}, Body: json.RawMessage(`{"topicConfigTable":{"SlaveOnly":{"topicName":"SlaveOnly"}}}`)},
+	if err := slaveStore.Apply(ctx, []meta.Document{
+		{Name: metadata.TopicsName, Version: meta.DataVersion{Counter: 99}, Body: json.RawMessage(`{"topicConfigTable":{"SlaveOnly":{"topicName":"SlaveOnly"}}}`)},
 		{Name: metadata.ConsumerOffsetName, Body: json.RawMessage(`{"offsetTable":{"S@G":{"0":5}}}`)},
 	}); err != nil {
 		t.Fatal(err)
@@ -263,11 +264,11 @@ func TestRemotingSlaveOfFastjsonMaster(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	topics := mustGet(t, slave, metadata.TopicsName)
-	if topics.Version != (metadata.DataVersion{Counter: 7, Timestamp: 1764576000000}) || strings.Contains(string(topics.Body), "mapping") {
+	if topics.Version != (meta.DataVersion{Counter: 7, Timestamp: 1764576000000}) || strings.Contains(string(topics.Body), "mapping") {
 		t.Fatalf("topics %+v %s", topics.Version, topics.Body)
 	}
 	for _, name := range []string{metadata.MessageRequestModeName, metadata.TimerMetricsName} {
-		if _, err := slave.Get(ctx, name); !errors.Is(err, metadata.ErrNotFound) {
+		if _, err := slave.Get(ctx, name); !errors.Is(err, meta.ErrNotFound) {
 			t.Fatalf("%s from a 4.x master: %v", name, err)
 		}
 	}
@@ -311,7 +312,7 @@ func TestRemotingSourceFailures(t *testing.T) {
 			if _, err := src.List(context.Background()); !errors.Is(err, metadata.ErrBadResponse) {
 				t.Fatalf("List: %v, want ErrBadResponse", err)
 			}
-			if _, err := src.Get(context.Background(), metadata.TopicsName); !errors.Is(err, metadata.ErrNotFound) {
+			if _, err := src.Get(context.Background(), metadata.TopicsName); !errors.Is(err, meta.ErrNotFound) {
 				t.Fatalf("Get after a failed List: %v", err)
 			}
 		})

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 const (
@@ -113,7 +115,7 @@ type Store struct {
 }
 
 type stored struct {
-	version DataVersion
+	version meta.DataVersion
 	body    json.RawMessage
 	// fromBak: the main file was unreadable and this came from NAME.bak,
 	// which must therefore not be overwritten by the unreadable main file.
@@ -121,9 +123,8 @@ type stored struct {
 }
 
 var (
-	_ Source  = (*Store)(nil)
-	_ Sink    = (*Store)(nil)
-	_ Deleter = (*Store)(nil)
+	_ meta.Store   = (*Store)(nil)
+	_ meta.Deleter = (*Store)(nil)
 )
 
 var errCrash = errors.New("metadata: simulated crash")
@@ -150,10 +151,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if opts.CreateDefaults {
-		var missing []Document
+		var missing []meta.Document
 		for name, body := range DefaultDocuments {
 			if _, ok := s.docs[name]; !ok {
-				missing = append(missing, Document{Name: name, Version: DataVersion{Timestamp: opts.Clock.Now().UnixMilli()}, Body: json.RawMessage(body)})
+				missing = append(missing, meta.Document{Name: name, Version: meta.DataVersion{Timestamp: opts.Clock.Now().UnixMilli()}, Body: json.RawMessage(body)})
 			}
 		}
 		sort.Slice(missing, func(i, j int) bool { return missing[i].Name < missing[j].Name })
@@ -320,7 +321,7 @@ func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 
 func (s *Store) usable() error {
 	if s.closed {
-		return ErrClosed
+		return meta.ErrClosed
 	}
 	if s.broken != nil {
 		return fmt.Errorf("metadata: store unusable after a failed write, reopen it: %w", s.broken)
@@ -329,7 +330,7 @@ func (s *Store) usable() error {
 }
 
 // List returns every document's name and version, sorted by name.
-func (s *Store) List(ctx context.Context) ([]Entry, error) {
+func (s *Store) List(ctx context.Context) ([]meta.Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -338,32 +339,32 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(s.docs))
+	out := make([]meta.Entry, 0, len(s.docs))
 	for n, d := range s.docs {
-		out = append(out, Entry{Name: n, Version: d.version})
+		out = append(out, meta.Entry{Name: n, Version: d.version})
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b meta.Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
 // Get returns a copy of one document, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, name string) (Document, error) {
+func (s *Store) Get(ctx context.Context, name string) (meta.Document, error) {
 	if err := ctx.Err(); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	if err := ValidateName(name); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	d, ok := s.docs[name]
 	if !ok {
-		return Document{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+		return meta.Document{}, fmt.Errorf("%w: %q", meta.ErrNotFound, name)
 	}
-	return Document{Name: name, Version: d.version, Body: slices.Clone(d.body)}, nil
+	return meta.Document{Name: name, Version: d.version, Body: slices.Clone(d.body)}, nil
 }
 
 // Put stores body (a JSON object; a "dataVersion" member is dropped) as the
@@ -371,45 +372,45 @@ func (s *Store) Get(ctx context.Context, name string) (Document, error) {
 // the zero version for a new document). It returns the stored document.
 // Errors: ErrInvalidName, ErrInvalidDocument, ErrTooLarge (nothing changed),
 // ErrClosed, or an I/O error.
-func (s *Store) Put(ctx context.Context, name string, body json.RawMessage) (Document, error) {
+func (s *Store) Put(ctx context.Context, name string, body json.RawMessage) (meta.Document, error) {
 	if err := ctx.Err(); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	if err := ValidateName(name); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	if int64(len(body)) > s.opts.MaxDocumentSize {
-		return Document{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(body), s.opts.MaxDocumentSize)
+		return meta.Document{}, fmt.Errorf("%w: %d bytes, limit %d", meta.ErrTooLarge, len(body), s.opts.MaxDocumentSize)
 	}
 	if !json.Valid(body) {
-		return Document{}, fmt.Errorf("%w: not valid JSON", ErrInvalidDocument)
+		return meta.Document{}, fmt.Errorf("%w: not valid JSON", meta.ErrInvalidDocument)
 	}
 	_, canon, err := DecodeDocument(body)
 	if err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
-		return Document{}, err
+		return meta.Document{}, err
 	}
-	var prev DataVersion
+	var prev meta.DataVersion
 	if d, ok := s.docs[name]; ok {
 		prev = d.version
 	}
-	if err := s.checkLimitsLocked([]Document{{Name: name, Body: canon}}, nil); err != nil {
-		return Document{}, err
+	if err := s.checkLimitsLocked([]meta.Document{{Name: name, Body: canon}}, nil); err != nil {
+		return meta.Document{}, err
 	}
-	doc := Document{Name: name, Version: prev.Next(s.opts.Clock.Now()), Body: canon}
-	if err := s.writeLocked([]Document{doc}); err != nil {
-		return Document{}, err
+	doc := meta.Document{Name: name, Version: prev.Next(s.opts.Clock.Now()), Body: canon}
+	if err := s.writeLocked([]meta.Document{doc}); err != nil {
+		return meta.Document{}, err
 	}
 	doc.Body = slices.Clone(canon)
 	return doc, nil
 }
 
 // Apply implements Sink: docs are stored with their versions, atomically.
-func (s *Store) Apply(ctx context.Context, docs []Document) error {
+func (s *Store) Apply(ctx context.Context, docs []meta.Document) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -417,23 +418,23 @@ func (s *Store) Apply(ctx context.Context, docs []Document) error {
 		return nil
 	}
 	seen := make(map[string]bool, len(docs))
-	canon := make([]Document, len(docs))
+	canon := make([]meta.Document, len(docs))
 	for i, d := range docs {
 		if err := ValidateName(d.Name); err != nil {
 			return err
 		}
 		if seen[d.Name] {
-			return fmt.Errorf("%w: %q appears twice in one apply", ErrInvalidDocument, d.Name)
+			return fmt.Errorf("%w: %q appears twice in one apply", meta.ErrInvalidDocument, d.Name)
 		}
 		seen[d.Name] = true
 		if int64(len(d.Body)) > s.opts.MaxDocumentSize {
-			return fmt.Errorf("%w: %q is %d bytes, limit %d", ErrTooLarge, d.Name, len(d.Body), s.opts.MaxDocumentSize)
+			return fmt.Errorf("%w: %q is %d bytes, limit %d", meta.ErrTooLarge, d.Name, len(d.Body), s.opts.MaxDocumentSize)
 		}
 		_, body, err := DecodeDocument(d.Body)
 		if err != nil {
 			return fmt.Errorf("%q: %w", d.Name, err)
 		}
-		canon[i] = Document{Name: d.Name, Version: d.Version, Body: body}
+		canon[i] = meta.Document{Name: d.Name, Version: d.Version, Body: body}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -450,7 +451,7 @@ func (s *Store) Apply(ctx context.Context, docs []Document) error {
 // removing the names in gone would take the store over MaxDocuments or
 // MaxTotalSize. A write that adds neither documents nor bytes always
 // passes, so a store loaded over its limits can still shrink. s.mu is held.
-func (s *Store) checkLimitsLocked(docs []Document, gone []string) error {
+func (s *Store) checkLimitsLocked(docs []meta.Document, gone []string) error {
 	count, total := len(s.docs), s.total
 	for _, n := range gone {
 		if d, ok := s.docs[n]; ok {
@@ -540,7 +541,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	}
 	d, ok := s.docs[name]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
+		return fmt.Errorf("%w: %q", meta.ErrNotFound, name)
 	}
 	p := s.path(name)
 	for _, f := range []string{p + bakSuffix, p} {
@@ -580,7 +581,7 @@ type journal struct {
 
 // writeLocked writes docs (already validated and canonical) durably and
 // atomically, then updates memory. s.mu is held.
-func (s *Store) writeLocked(docs []Document) error {
+func (s *Store) writeLocked(docs []meta.Document) error {
 	// Phase 1: every NAME.tmp written and fsynced. A failure here removes
 	// them again and changes nothing.
 	for i, d := range docs {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 func openTest(t *testing.T, dir string, clk Clock) *Store {
@@ -22,7 +24,7 @@ func openTest(t *testing.T, dir string, clk Clock) *Store {
 	return s
 }
 
-func mustGet(t *testing.T, s *Store, name string) Document {
+func mustGet(t *testing.T, s *Store, name string) meta.Document {
 	t.Helper()
 	d, err := s.Get(context.Background(), name)
 	if err != nil {
@@ -42,7 +44,7 @@ func TestStorePutGetListPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want1 := DataVersion{Timestamp: clk.Now().UnixMilli(), Counter: 1}
+	want1 := meta.DataVersion{Timestamp: clk.Now().UnixMilli(), Counter: 1}
 	if d1.Version != want1 || string(d1.Body) != `{"topicConfigTable":{"A":{"perm":6}}}` {
 		t.Fatalf("Put = %+v %s", d1.Version, d1.Body)
 	}
@@ -51,7 +53,7 @@ func TestStorePutGetListPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want2 := DataVersion{Timestamp: clk.Now().UnixMilli(), Counter: 2}
+	want2 := meta.DataVersion{Timestamp: clk.Now().UnixMilli(), Counter: 2}
 	if d2.Version != want2 {
 		t.Fatalf("second Put version %+v, want %+v", d2.Version, want2)
 	}
@@ -71,14 +73,14 @@ func TestStorePutGetListPersist(t *testing.T) {
 	}
 
 	list, err := s.List(ctx)
-	if err != nil || len(list) != 2 || list[0].Name != "other-doc" || list[1] != (Entry{TopicsName, want2}) {
+	if err != nil || len(list) != 2 || list[0].Name != "other-doc" || list[1] != (meta.Entry{Name: TopicsName, Version: want2}) {
 		t.Fatalf("List = %+v %v", list, err)
 	}
-	if _, err := s.Get(ctx, "missing.json"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, "missing.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("Get missing = %v", err)
 	}
 	s.Close()
-	if _, err := s.List(ctx); !errors.Is(err, ErrClosed) {
+	if _, err := s.List(ctx); !errors.Is(err, meta.ErrClosed) {
 		t.Fatalf("List after Close = %v", err)
 	}
 
@@ -99,7 +101,7 @@ func TestStoreCreateDefaults(t *testing.T) {
 	defer s.Close()
 	for name, body := range DefaultDocuments {
 		d := mustGet(t, s, name)
-		if string(d.Body) != body || d.Version != (DataVersion{Timestamp: clk.Now().UnixMilli()}) {
+		if string(d.Body) != body || d.Version != (meta.DataVersion{Timestamp: clk.Now().UnixMilli()}) {
 			t.Errorf("%s = %+v %s", name, d.Version, d.Body)
 		}
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
@@ -133,16 +135,16 @@ func TestStoreLoadsRocketMQFiles(t *testing.T) {
 	write(".hidden", "not ours")
 	write("timercheck", "\x00\x00\x01\x8c")         // RocketMQ's binary timer checkpoint: not a document
 	write("broken.json", "{\"topicConfigTable\":{") // a damaged document without a backup
-	if _, err := Open(dir, Options{}); !errors.Is(err, ErrInvalidDocument) {
+	if _, err := Open(dir, Options{}); !errors.Is(err, meta.ErrInvalidDocument) {
 		t.Fatalf("Open with a damaged document = %v", err)
 	}
 	os.Remove(filepath.Join(dir, "broken.json"))
 	s := openTest(t, dir, newFakeClock())
 	co := mustGet(t, s, ConsumerOffsetName)
-	if co.Version != (DataVersion{}) || string(co.Body) != "{\"offsetTable\":{\n\t\t\"TopicTest@g1\":{\"0\":250,\"1\":251}\n\t}}" {
+	if co.Version != (meta.DataVersion{}) || string(co.Body) != "{\"offsetTable\":{\n\t\t\"TopicTest@g1\":{\"0\":250,\"1\":251}\n\t}}" {
 		t.Fatalf("consumerOffset = %+v %s", co.Version, co.Body)
 	}
-	if tp := mustGet(t, s, TopicsName); tp.Version != (DataVersion{Timestamp: 1700000000000, Counter: 5}) {
+	if tp := mustGet(t, s, TopicsName); tp.Version != (meta.DataVersion{Timestamp: 1700000000000, Counter: 5}) {
 		t.Fatalf("topics version %+v", tp.Version)
 	}
 	list, _ := s.List(context.Background())
@@ -157,7 +159,7 @@ func TestStoreCrashFallbackToBak(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := newFakeClock()
-	setup := func(t *testing.T) (string, DataVersion) {
+	setup := func(t *testing.T) (string, meta.DataVersion) {
 		dir := t.TempDir()
 		s := openTest(t, dir, clk)
 		if _, err := s.Put(ctx, TopicsName, json.RawMessage(`{"gen":1}`)); err != nil {
@@ -180,7 +182,7 @@ func TestStoreCrashFallbackToBak(t *testing.T) {
 		{"empty main", func(dir string) { os.WriteFile(p(dir, ""), nil, 0o644) }, `{"gen":1}`},
 		{"main missing (crash after backup rename)", func(dir string) { os.Remove(p(dir, "")) }, `{"gen":1}`},
 		{"complete tmp left, no journal", func(dir string) {
-			os.WriteFile(p(dir, ".tmp"), EncodeDocument(DataVersion{Counter: 3}, json.RawMessage(`{"gen":3}`)), 0o644)
+			os.WriteFile(p(dir, ".tmp"), EncodeDocument(meta.DataVersion{Counter: 3}, json.RawMessage(`{"gen":3}`)), 0o644)
 		}, `{"gen":2}`},
 		{"torn tmp and garbled main", func(dir string) {
 			os.WriteFile(p(dir, ".tmp"), []byte(`{"dataVersion":{"counter":3},"ge`), 0o644)
@@ -223,8 +225,8 @@ func TestStoreCrashFallbackToBak(t *testing.T) {
 		dir, _ := setup(t)
 		os.WriteFile(p(dir, ""), []byte("{"), 0o644)
 		os.WriteFile(p(dir, ".bak"), []byte("}"), 0o644)
-		if _, err := Open(dir, Options{}); !errors.Is(err, ErrInvalidDocument) {
-			t.Fatalf("Open = %v, want ErrInvalidDocument", err)
+		if _, err := Open(dir, Options{}); !errors.Is(err, meta.ErrInvalidDocument) {
+			t.Fatalf("Open = %v, want meta.ErrInvalidDocument", err)
 		}
 	})
 }
@@ -236,10 +238,10 @@ func TestStoreCrashAtEveryStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	docNames := []string{"a.json", "b.json", "c.json"}
-	gen := func(n int) []Document {
-		var out []Document
+	gen := func(n int) []meta.Document {
+		var out []meta.Document
 		for _, name := range docNames {
-			out = append(out, Document{Name: name, Version: DataVersion{Counter: int64(n)}, Body: json.RawMessage(fmt.Sprintf(`{"gen":%d}`, n))})
+			out = append(out, meta.Document{Name: name, Version: meta.DataVersion{Counter: int64(n)}, Body: json.RawMessage(fmt.Sprintf(`{"gen":%d}`, n))})
 		}
 		return out
 	}
@@ -319,12 +321,12 @@ func TestStoreRejectsBadWrites(t *testing.T) {
 		body string
 		want error
 	}{
-		{"a/b", `{}`, ErrInvalidName},
-		{"..", `{}`, ErrInvalidName},
-		{TopicsName, `nope`, ErrInvalidDocument},
-		{TopicsName, `[1]`, ErrInvalidDocument},
-		{TopicsName, `{0:1}`, ErrInvalidDocument},
-		{TopicsName, string(big), ErrTooLarge},
+		{"a/b", `{}`, meta.ErrInvalidName},
+		{"..", `{}`, meta.ErrInvalidName},
+		{TopicsName, `nope`, meta.ErrInvalidDocument},
+		{TopicsName, `[1]`, meta.ErrInvalidDocument},
+		{TopicsName, `{0:1}`, meta.ErrInvalidDocument},
+		{TopicsName, string(big), meta.ErrTooLarge},
 	}
 	for _, p := range puts {
 		if _, err := s.Put(ctx, p.name, json.RawMessage(p.body)); !errors.Is(err, p.want) {
@@ -332,13 +334,13 @@ func TestStoreRejectsBadWrites(t *testing.T) {
 		}
 	}
 	applies := []struct {
-		docs []Document
+		docs []meta.Document
 		want error
 	}{
-		{[]Document{{Name: "x.json", Body: json.RawMessage(`{}`)}, {Name: "x.json", Body: json.RawMessage(`{}`)}}, ErrInvalidDocument},
-		{[]Document{{Name: "x.json", Body: json.RawMessage(`{}`)}, {Name: "bad\x00", Body: json.RawMessage(`{}`)}}, ErrInvalidName},
-		{[]Document{{Name: "x.json", Body: json.RawMessage(`{}`)}, {Name: "y.json", Body: json.RawMessage(`{`)}}, ErrInvalidDocument},
-		{[]Document{{Name: "x.json", Body: big}}, ErrTooLarge},
+		{[]meta.Document{{Name: "x.json", Body: json.RawMessage(`{}`)}, {Name: "x.json", Body: json.RawMessage(`{}`)}}, meta.ErrInvalidDocument},
+		{[]meta.Document{{Name: "x.json", Body: json.RawMessage(`{}`)}, {Name: "bad\x00", Body: json.RawMessage(`{}`)}}, meta.ErrInvalidName},
+		{[]meta.Document{{Name: "x.json", Body: json.RawMessage(`{}`)}, {Name: "y.json", Body: json.RawMessage(`{`)}}, meta.ErrInvalidDocument},
+		{[]meta.Document{{Name: "x.json", Body: big}}, meta.ErrTooLarge},
 	}
 	for _, a := range applies {
 		if err := s.Apply(ctx, a.docs); !errors.Is(err, a.want) {
@@ -354,8 +356,8 @@ func TestStoreApplyKeepsGivenVersions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTest(t, t.TempDir(), newFakeClock())
-	v := DataVersion{StateVersion: 3, Timestamp: 42, Counter: 9}
-	if err := s.Apply(ctx, []Document{{Name: TopicsName, Version: v, Body: json.RawMessage(`{"dataVersion":{"counter":1},"t":{}}`)}}); err != nil {
+	v := meta.DataVersion{StateVersion: 3, Timestamp: 42, Counter: 9}
+	if err := s.Apply(ctx, []meta.Document{{Name: TopicsName, Version: v, Body: json.RawMessage(`{"dataVersion":{"counter":1},"t":{}}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	if d := mustGet(t, s, TopicsName); d.Version != v || string(d.Body) != `{"t":{}}` {
@@ -366,7 +368,7 @@ func TestStoreApplyKeepsGivenVersions(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.Apply(cctx, []Document{{Name: "z", Body: json.RawMessage(`{}`)}}); !errors.Is(err, context.Canceled) {
+	if err := s.Apply(cctx, []meta.Document{{Name: "z", Body: json.RawMessage(`{}`)}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply with a cancelled ctx = %v", err)
 	}
 }

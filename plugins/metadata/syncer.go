@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicatorhq/replicator/internal/promreg"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // Syncer defaults.
@@ -23,14 +24,14 @@ const (
 // LocalStore is the slave's side of a Syncer: it reads the local versions
 // and applies what changed. *Store implements it.
 type LocalStore interface {
-	Source
-	Sink
+	meta.Source
+	meta.Sink
 }
 
 // SyncerConfig configures NewSyncer.
 type SyncerConfig struct {
 	// Master is where the metadata comes from (an HTTPSource). REQUIRED.
-	Master Source
+	Master meta.Source
 	// Local is the slave's store. REQUIRED.
 	Local LocalStore
 	// Interval between rounds; 0 means DefaultSyncInterval.
@@ -199,7 +200,7 @@ func (s *Syncer) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return meta.ErrClosed
 	}
 	if s.started {
 		return errors.New("metadata: syncer already started")
@@ -334,17 +335,17 @@ func (s *Syncer) sync(ctx context.Context) SyncResult {
 		res.Err = fmt.Errorf("metadata: list local: %w", err)
 		return res
 	}
-	local := make(map[string]DataVersion, len(localList))
+	local := make(map[string]meta.DataVersion, len(localList))
 	for _, e := range localList {
 		local[e.Name] = e.Version
 	}
-	var docs []Document
+	var docs []meta.Document
 	for _, e := range remote {
 		if v, ok := local[e.Name]; ok && v.Equal(e.Version) {
 			continue
 		}
 		doc, err := s.cfg.Master.Get(ctx, e.Name)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, meta.ErrNotFound) {
 			continue // gone between list and get; the next round sees
 		}
 		if err != nil {
@@ -357,7 +358,7 @@ func (s *Syncer) sync(ctx context.Context) SyncResult {
 			var localBody []byte
 			if _, had := local[e.Name]; had {
 				ld, err := s.cfg.Local.Get(ctx, e.Name)
-				if err != nil && !errors.Is(err, ErrNotFound) {
+				if err != nil && !errors.Is(err, meta.ErrNotFound) {
 					res.Err = fmt.Errorf("metadata: get local %s: %w", e.Name, err)
 					return res
 				}
@@ -374,7 +375,7 @@ func (s *Syncer) sync(ctx context.Context) SyncResult {
 	}
 	// Deletions first: the local store limits then count what the master
 	// has, not the union of both.
-	if del, ok := s.cfg.Local.(Deleter); ok {
+	if del, ok := s.cfg.Local.(meta.Deleter); ok {
 		onMaster := make(map[string]bool, len(remote))
 		for _, e := range remote {
 			onMaster[e.Name] = true
@@ -384,7 +385,7 @@ func (s *Syncer) sync(ctx context.Context) SyncResult {
 				continue
 			}
 			err := del.Delete(ctx, e.Name)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, meta.ErrNotFound) {
 				res.Err = fmt.Errorf("metadata: delete local %s: %w", e.Name, err)
 				return res
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
 	"github.com/replicatorhq/replicator/plugins/metadata/metadatatest"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // The syncer works with any Source and Sink: here both in memory. A local
@@ -40,7 +41,7 @@ func TestSyncerMemoryTwinApplyFailure(t *testing.T) {
 	}
 	// Merging is per name: with no merges configured, consumer offsets are
 	// replaced like any other document.
-	if err := local.Apply(ctx, []metadata.Document{{Name: metadata.ConsumerOffsetName, Body: json.RawMessage(`{"offsetTable":{"Only@slave":{"0":1}}}`)}}); err != nil {
+	if err := local.Apply(ctx, []meta.Document{{Name: metadata.ConsumerOffsetName, Body: json.RawMessage(`{"offsetTable":{"Only@slave":{"0":1}}}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := master.Put(ctx, metadata.ConsumerOffsetName, json.RawMessage(`{"offsetTable":{}}`)); err != nil {

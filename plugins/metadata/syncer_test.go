@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 func mustGather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
@@ -107,7 +109,7 @@ func (m *testMaster) getCount(name string) int {
 	return m.gets[name]
 }
 
-func (m *testMaster) put(name, body string) Document {
+func (m *testMaster) put(name, body string) meta.Document {
 	m.t.Helper()
 	m.clk.Advance(time.Millisecond)
 	d, err := m.store.Put(context.Background(), name, json.RawMessage(body))
@@ -168,7 +170,7 @@ func (s *testSlave) tick() SyncResult {
 	return <-s.rounds
 }
 
-func (s *testSlave) doc(t *testing.T, name string) Document {
+func (s *testSlave) doc(t *testing.T, name string) meta.Document {
 	t.Helper()
 	return mustGet(t, s.store, name)
 }
@@ -249,9 +251,9 @@ func TestSyncerMergesConsumerOffsets(t *testing.T) {
 	m.put(TopicsName, `{"topicConfigTable":{"M":{}}}`)
 	s := newTestSlave(t, m, time.Second)
 	ctx := context.Background()
-	if err := s.store.Apply(ctx, []Document{
-		{Name: ConsumerOffsetName, Version: DataVersion{Counter: 1}, Body: json.RawMessage(`{"offsetTable":{"T@old":{0:5},"T@both":{"0":1,"1":1}}}`)},
-		{Name: TopicsName, Version: DataVersion{Counter: 1}, Body: json.RawMessage(`{"topicConfigTable":{"SlaveOnly":{}}}`)},
+	if err := s.store.Apply(ctx, []meta.Document{
+		{Name: ConsumerOffsetName, Version: meta.DataVersion{Counter: 1}, Body: json.RawMessage(`{"offsetTable":{"T@old":{0:5},"T@both":{"0":1,"1":1}}}`)},
+		{Name: TopicsName, Version: meta.DataVersion{Counter: 1}, Body: json.RawMessage(`{"topicConfigTable":{"SlaveOnly":{}}}`)},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -300,8 +302,8 @@ func TestSyncerMergeConsumerOffsetsRules(t *testing.T) {
 		}
 		got, err := MergeConsumerOffsets(local, json.RawMessage(c.master))
 		if c.err {
-			if !errors.Is(err, ErrInvalidDocument) {
-				t.Errorf("%s: err %v, want ErrInvalidDocument", c.name, err)
+			if !errors.Is(err, meta.ErrInvalidDocument) {
+				t.Errorf("%s: err %v, want meta.ErrInvalidDocument", c.name, err)
 			}
 			continue
 		}
@@ -404,11 +406,11 @@ func TestSyncerMalformedAnswers(t *testing.T) {
 		{"list with a bad name", answer(APIPath, 200, `{"documents":[{"name":"../x","dataVersion":{}}]}`), ErrBadResponse},
 		{"list with a duplicate", answer(APIPath, 200, `{"documents":[{"name":"a","dataVersion":{}},{"name":"a","dataVersion":{}}]}`), ErrBadResponse},
 		{"list 500", answer(APIPath, 500, `{"error":"boom"}`), ErrBadResponse},
-		{"list over its bound", streamed(APIPath, 1<<20), ErrTooLarge},
+		{"list over its bound", streamed(APIPath, 1<<20), meta.ErrTooLarge},
 		{"document not JSON", answer(topicsPath, 200, `{"dataVersion":`), ErrBadResponse},
 		{"document not an object", answer(topicsPath, 200, `[1]`), ErrBadResponse},
-		{"document over its bound", answer(topicsPath, 200, `{"x":"`+strings.Repeat("a", DefaultMaxDocumentSize+2048)+`"}`), ErrTooLarge},
-		{"consumer offsets malformed", answer(apiPrefix+ConsumerOffsetName, 200, `{"offsetTable":{"a@g":7}}`), ErrInvalidDocument},
+		{"document over its bound", answer(topicsPath, 200, `{"x":"`+strings.Repeat("a", DefaultMaxDocumentSize+2048)+`"}`), meta.ErrTooLarge},
+		{"consumer offsets malformed", answer(apiPrefix+ConsumerOffsetName, 200, `{"offsetTable":{"a@g":7}}`), meta.ErrInvalidDocument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -455,7 +457,7 @@ func TestSyncerLifecycle(t *testing.T) {
 	if err := s.syncer.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.syncer.Start(); !errors.Is(err, ErrClosed) {
+	if err := s.syncer.Start(); !errors.Is(err, meta.ErrClosed) {
 		t.Fatalf("Start after Close = %v", err)
 	}
 	if _, err := NewSyncer(SyncerConfig{}); err == nil {

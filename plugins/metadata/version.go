@@ -1,42 +1,6 @@
 package metadata
 
-import (
-	"cmp"
-	"time"
-)
-
-// DataVersion is RocketMQ's DataVersion: the version of one metadata
-// document. The zero value is the version of a document that never had one
-// (a RocketMQ 4.x consumerOffset.json).
-type DataVersion struct {
-	// StateVersion is 0, or the master epoch in RocketMQ's controller mode.
-	StateVersion int64 `json:"stateVersion"`
-	// Timestamp is the time of the last change in Unix milliseconds.
-	Timestamp int64 `json:"timestamp"`
-	// Counter counts changes; it starts at 0.
-	Counter int64 `json:"counter"`
-}
-
-// Next returns the version after v, as RocketMQ's nextVersion: Timestamp
-// becomes now (Unix milliseconds) and Counter is incremented.
-func (v DataVersion) Next(now time.Time) DataVersion {
-	return DataVersion{StateVersion: v.StateVersion, Timestamp: now.UnixMilli(), Counter: v.Counter + 1}
-}
-
-// Equal reports whether all three fields are equal (RocketMQ's equals).
-func (v DataVersion) Equal(o DataVersion) bool { return v == o }
-
-// Compare orders versions as RocketMQ's compare: by StateVersion, then
-// Counter, then Timestamp. It returns -1, 0 or +1.
-func (v DataVersion) Compare(o DataVersion) int {
-	if c := cmp.Compare(v.StateVersion, o.StateVersion); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(v.Counter, o.Counter); c != 0 {
-		return c
-	}
-	return cmp.Compare(v.Timestamp, o.Timestamp)
-}
+import "time"
 
 // Clock is the time source of the store (version timestamps) and the syncer
 // (its ticker and the last-sync metric). Tests inject a fake.

@@ -2,7 +2,7 @@ package metaplugin
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -13,61 +13,19 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/proto/metav1"
 )
 
-// DataVersion is RocketMQ's DataVersion of a document.
-type DataVersion struct {
-	StateVersion int64
-	Timestamp    int64 // Unix milliseconds
-	Counter      int64
-}
-
-// Document is one named document. Body is a JSON object without a
-// "dataVersion" member.
-type Document struct {
-	Name    string
-	Version DataVersion
-	Body    []byte
-}
-
-// Entry names a document and its version.
-type Entry struct {
-	Name    string
-	Version DataVersion
-}
-
-// Store is a metadata document store. Methods are safe for concurrent use.
-type Store interface {
-	// List returns every document's name and version, sorted by name.
-	List(ctx context.Context) ([]Entry, error)
-	// Get returns one document (ErrNotFound when absent).
-	Get(ctx context.Context, name string) (Document, error)
-	// Put stores body as the document name and bumps its version (master).
-	Put(ctx context.Context, name string, body []byte) (Document, error)
-	// Apply stores docs with their versions as given, all or nothing (slave).
-	Apply(ctx context.Context, docs []Document) error
-	// Close releases the store; later calls fail with ErrClosed.
-	Close() error
-}
-
-// Sentinel errors.
-var (
-	ErrNotFound        = errors.New("metaplugin: document not found")
-	ErrInvalidName     = errors.New("metaplugin: invalid document name")
-	ErrInvalidDocument = errors.New("metaplugin: invalid document")
-	ErrTooLarge        = errors.New("metaplugin: document too large")
-	ErrClosed          = errors.New("metaplugin: closed")
-)
-
-// errorTable is THE mapping between the sentinels and gRPC codes.
+// errorTable is THE mapping between the model's sentinels (package meta)
+// and gRPC codes.
 var errorTable = []plugin.ErrorCode{
-	{Err: ErrNotFound, Code: codes.NotFound, Reason: "NOT_FOUND"},
-	{Err: ErrInvalidName, Code: codes.InvalidArgument, Reason: "INVALID_NAME"},
-	{Err: ErrInvalidDocument, Code: codes.InvalidArgument, Reason: "INVALID_DOCUMENT"},
-	{Err: ErrTooLarge, Code: codes.ResourceExhausted, Reason: "TOO_LARGE"},
-	{Err: ErrClosed, Code: codes.Aborted, Reason: "CLOSED"},
+	{Err: meta.ErrNotFound, Code: codes.NotFound, Reason: "NOT_FOUND"},
+	{Err: meta.ErrInvalidName, Code: codes.InvalidArgument, Reason: "INVALID_NAME"},
+	{Err: meta.ErrInvalidDocument, Code: codes.InvalidArgument, Reason: "INVALID_DOCUMENT"},
+	{Err: meta.ErrTooLarge, Code: codes.ResourceExhausted, Reason: "TOO_LARGE"},
+	{Err: meta.ErrClosed, Code: codes.Aborted, Reason: "CLOSED"},
 	{Err: plugin.ErrPluginShutdown, Code: codes.Unavailable, Reason: "PLUGIN_SHUTDOWN"},
 }
 
@@ -80,7 +38,7 @@ type OpenRequest struct {
 }
 
 // Opener opens the plugin's store, once, when the host sends Open.
-type Opener func(ctx context.Context, req OpenRequest) (Store, error)
+type Opener func(ctx context.Context, req OpenRequest) (meta.Store, error)
 
 // Serve serves the store that open opens as the metadata plugin name, and
 // never returns.
@@ -126,29 +84,29 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest) (*Client, error) {
 	return &Client{rpc: c.rpc}, nil
 }
 
-func versionToProto(v DataVersion) *metav1.DataVersion {
+func versionToProto(v meta.DataVersion) *metav1.DataVersion {
 	return &metav1.DataVersion{StateVersion: v.StateVersion, Timestamp: v.Timestamp, Counter: v.Counter}
 }
 
-func versionFromProto(p *metav1.DataVersion) DataVersion {
+func versionFromProto(p *metav1.DataVersion) meta.DataVersion {
 	if p == nil {
-		return DataVersion{}
+		return meta.DataVersion{}
 	}
-	return DataVersion{StateVersion: p.StateVersion, Timestamp: p.Timestamp, Counter: p.Counter}
+	return meta.DataVersion{StateVersion: p.StateVersion, Timestamp: p.Timestamp, Counter: p.Counter}
 }
 
-func docToProto(d Document) *metav1.Document {
+func docToProto(d meta.Document) *metav1.Document {
 	return &metav1.Document{Name: d.Name, Version: versionToProto(d.Version), Body: d.Body}
 }
 
-func docFromProto(p *metav1.Document) Document {
-	return Document{Name: p.Name, Version: versionFromProto(p.Version), Body: p.Body}
+func docFromProto(p *metav1.Document) meta.Document {
+	return meta.Document{Name: p.Name, Version: versionFromProto(p.Version), Body: p.Body}
 }
 
-// Client is an external metadata plugin seen as a Store.
+// Client is an external metadata plugin seen as a meta.Store.
 type Client struct{ rpc metav1.MetadataClient }
 
-var _ Store = (*Client)(nil)
+var _ meta.Store = (*Client)(nil)
 
 // callTimeout bounds a call whose ctx has no deadline.
 const callTimeout = 30 * time.Second
@@ -165,44 +123,44 @@ func fail(op string, err error) error {
 }
 
 // List lists the documents.
-func (c *Client) List(ctx context.Context) ([]Entry, error) {
+func (c *Client) List(ctx context.Context) ([]meta.Entry, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	r, err := c.rpc.List(ctx, &metav1.ListRequest{})
 	if err != nil {
 		return nil, fail("list", err)
 	}
-	out := make([]Entry, len(r.Entries))
+	out := make([]meta.Entry, len(r.Entries))
 	for i, e := range r.Entries {
-		out[i] = Entry{Name: e.Name, Version: versionFromProto(e.Version)}
+		out[i] = meta.Entry{Name: e.Name, Version: versionFromProto(e.Version)}
 	}
 	return out, nil
 }
 
 // Get returns one document.
-func (c *Client) Get(ctx context.Context, name string) (Document, error) {
+func (c *Client) Get(ctx context.Context, name string) (meta.Document, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	r, err := c.rpc.Get(ctx, &metav1.GetRequest{Name: name})
 	if err != nil {
-		return Document{}, fail("get "+name, err)
+		return meta.Document{}, fail("get "+name, err)
 	}
 	return docFromProto(r), nil
 }
 
 // Put stores a document and bumps its version.
-func (c *Client) Put(ctx context.Context, name string, body []byte) (Document, error) {
+func (c *Client) Put(ctx context.Context, name string, body json.RawMessage) (meta.Document, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	r, err := c.rpc.Put(ctx, &metav1.PutRequest{Name: name, Body: body})
 	if err != nil {
-		return Document{}, fail("put "+name, err)
+		return meta.Document{}, fail("put "+name, err)
 	}
 	return docFromProto(r), nil
 }
 
 // Apply stores documents with their versions, all or nothing.
-func (c *Client) Apply(ctx context.Context, docs []Document) error {
+func (c *Client) Apply(ctx context.Context, docs []meta.Document) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	req := &metav1.ApplyRequest{Docs: make([]*metav1.Document, len(docs))}
@@ -225,22 +183,22 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// server adapts gRPC calls onto the plugin's Store.
+// server adapts gRPC calls onto the plugin's meta.Store.
 type server struct {
 	metav1.UnimplementedMetadataServer
 	open Opener
 	log  hclog.Logger
 
 	mu     sync.Mutex // guards st and closed
-	st     Store
+	st     meta.Store
 	closed bool
 }
 
-func (s *server) store() (Store, error) {
+func (s *server) store() (meta.Store, error) {
 	s.lock()
 	defer s.unlock()
 	if s.closed {
-		return nil, plugin.ToStatus(errorTable, ErrClosed)
+		return nil, plugin.ToStatus(errorTable, meta.ErrClosed)
 	}
 	if s.st == nil {
 		return nil, status.Error(codes.Internal, "metaplugin: store is not open (Open must come first)")
@@ -313,7 +271,7 @@ func (s *server) Apply(ctx context.Context, req *metav1.ApplyRequest) (*metav1.A
 	if err != nil {
 		return nil, err
 	}
-	docs := make([]Document, len(req.Docs))
+	docs := make([]meta.Document, len(req.Docs))
 	for i, d := range req.Docs {
 		docs[i] = docFromProto(d)
 	}
@@ -329,7 +287,7 @@ func (s *server) Close(context.Context, *metav1.CloseRequest) (*metav1.CloseResp
 	s.closed = true
 	s.unlock()
 	if already {
-		return nil, plugin.ToStatus(errorTable, ErrClosed)
+		return nil, plugin.ToStatus(errorTable, meta.ErrClosed)
 	}
 	if st != nil {
 		if err := st.Close(); err != nil {

@@ -1,7 +1,6 @@
 // Package plugin is the part of replicator's plugin SDK shared by every
 // plugin kind: the go-plugin handshake, the protocol version, the Info
-// service every plugin serves, the gRPC server and dial options that keep
-// large stream messages cheap, the sentinel-error <-> gRPC status mapping, and
+// service every plugin serves, the gRPC server factory and dial options, and
 // ErrPluginShutdown.
 //
 // Plugin authors do not use this package directly: they call the one-line
@@ -26,16 +25,14 @@
 // plugin's command; on every system Serve also runs a watchdog that exits the
 // plugin when its parent process changes.
 //
-// # Side channels
+// # Plumbing
 //
-// What gRPC cannot carry (file descriptors) or carries too slowly for a
-// round trip per message (a store's append stream) goes on a side channel:
-// a plain unix socket the host creates in a private directory (mode 0700)
-// and names, with a 32-byte random token, on the gRPC control plane
-// (ListenSide); the plugin dials it and writes the token first (DialSide);
-// the host accepts only the connection that presents it and removes the
-// socket. sdk/transportplugin passes connected sockets on one
-// (SCM_RIGHTS), sdk/storeplugin runs its append stream on one.
+// What every kind shares but neither a plugin author nor the host programs
+// against lives in sdk/internal: the side channel (a private unix socket
+// next to the gRPC connection, sdk/internal/side), the sentinel error <->
+// gRPC status tables (sdk/internal/rpcerr) and the gRPC codec and options
+// (sdk/internal/grpcopt). This package exports only their entry points:
+// NewGRPCServer, DialOptions and ErrPluginShutdown.
 //
 // # Crashes
 //

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -11,8 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
+	"github.com/replicatorhq/replicator/sdk/internal/grpcopt"
+	"github.com/replicatorhq/replicator/sdk/internal/rpcerr"
 	"github.com/replicatorhq/replicator/sdk/proto/pluginv1"
 )
 
@@ -42,11 +42,7 @@ var Handshake = goplugin.HandshakeConfig{
 
 // ErrPluginShutdown is returned by every external-plugin call once the plugin
 // process is gone (crashed, killed or closed underneath the host).
-var ErrPluginShutdown = errors.New("plugin: plugin process is gone")
-
-// MaxMessageBytes bounds one gRPC message in either direction (gRPC's own
-// default receive limit is 4 MiB, too small for a batch of large records).
-const MaxMessageBytes = 64 << 20
+var ErrPluginShutdown = rpcerr.ErrPluginShutdown
 
 // Info describes a plugin binary.
 type Info struct {
@@ -128,44 +124,16 @@ func watchParent(logger hclog.Logger, ppid int, every time.Duration) {
 	}
 }
 
-// Large HTTP/2 windows and socket buffers: the data-carrying streams (append
-// batches, read chunks) move 256 KiB-1 MiB messages.
-const (
-	streamWindow = 8 << 20
-	connWindow   = 16 << 20
-	sockBuffer   = 256 << 10
-)
-
-// ServerOptions are the gRPC server options every plugin uses.
-func ServerOptions() []grpc.ServerOption {
-	return append(codecServerOptions(),
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.InitialWindowSize(streamWindow),
-		grpc.InitialConnWindowSize(connWindow),
-		grpc.ReadBufferSize(sockBuffer),
-		grpc.WriteBufferSize(sockBuffer),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
-}
-
 // NewGRPCServer is the go-plugin ServeConfig.GRPCServer factory: go-plugin's
-// options (TLS when AutoMTLS is on) plus ServerOptions.
+// options (TLS when AutoMTLS is on) plus the SDK's own (message bounds,
+// windows, the codec; sdk/internal/grpcopt).
 func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
-	return grpc.NewServer(append(opts, ServerOptions()...)...)
+	return grpc.NewServer(append(opts, grpcopt.ServerOptions()...)...)
 }
 
 // DialOptions are the gRPC dial options the host passes to go-plugin
-// (ClientConfig.GRPCDialOptions) to match ServerOptions.
-func DialOptions() []grpc.DialOption {
-	return append(codecDialOptions(),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
-		grpc.WithReadBufferSize(sockBuffer),
-		grpc.WithWriteBufferSize(sockBuffer),
-	)
-}
+// (ClientConfig.GRPCDialOptions) to match NewGRPCServer's.
+func DialOptions() []grpc.DialOption { return grpcopt.DialOptions() }
 
 // InfoPlugin is the go-plugin plugin of the Info service.
 type InfoPlugin struct {
@@ -207,7 +175,7 @@ type InfoClient struct{ rpc pluginv1.InfoClient }
 func (c *InfoClient) Describe(ctx context.Context) (Info, error) {
 	r, err := c.rpc.Describe(ctx, &pluginv1.DescribeRequest{})
 	if err != nil {
-		return Info{}, FromStatus(nil, err)
+		return Info{}, rpcerr.FromStatus(nil, err)
 	}
 	return Info{Kind: r.Kind, Name: r.Name, Version: r.Version, Protocol: int(r.Protocol)}, nil
 }

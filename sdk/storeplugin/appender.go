@@ -12,22 +12,20 @@ import (
 
 // pendingOp is one Append or AppendAt waiting for its batch's ack.
 type pendingOp struct {
-	op    *storev1.AppendOp
-	size  int
-	done  chan opDone  // buffered: the receiver never blocks on a gone caller
-	async func(opDone) // instead of done: called by the receiver (in-place appends)
-	hook  func(opDone) // called first, if set (bookkeeping of host-encoded appends)
+	op     *storev1.AppendOp
+	size   int
+	done   chan opDone  // buffered: the receiver never blocks on a gone caller; nil for a queued AppendAt
+	queued bool         // a queued AppendAt: its caller has returned, its bytes are in the tail already
+	after  func(opDone) // called with the answer before done, if set
 }
 
 func (op *pendingOp) finish(d opDone) {
-	if op.hook != nil {
-		op.hook(d)
+	if op.after != nil {
+		op.after(d)
 	}
-	if op.async != nil {
-		op.async(d)
-		return
+	if op.done != nil {
+		op.done <- d
 	}
-	op.done <- d
 }
 
 type opDone struct {
@@ -36,9 +34,8 @@ type opDone struct {
 }
 
 type batch struct {
-	seq    uint64
-	ops    []*pendingOp
-	groups []int // per op on the wire: how many of ops it carries (merged in-place ops)
+	seq uint64
+	ops []*pendingOp
 }
 
 // appender groups appends from any number of goroutines into batches on one
@@ -52,7 +49,7 @@ type appender struct {
 	cond *sync.Cond
 
 	queue    []*pendingOp
-	waiters  int           // ops in queue whose caller waits (not in-place)
+	queued   int           // bytes of the queue
 	cur      *appendStream // nil: open one for the next batch
 	nextSeq  uint64
 	closed   bool
@@ -85,14 +82,13 @@ func (a *appender) enqueue(op *pendingOp) error {
 		return store.ErrClosed
 	}
 	a.queue = append(a.queue, op)
-	if op.async == nil {
-		a.waiters++
-	}
-	if op.async == nil && a.canSend() && a.cur != nil {
-		// The stream is idle and the caller waits anyway: send from this
+	a.queued += op.size
+	if a.canSend() && a.cur != nil {
+		// The stream has room and the caller waits anyway: send from this
 		// goroutine (no hand-off to the sender, one wake-up less on the
-		// latency path). In-place appends do not wait: the sender sends
-		// them while the caller goes on.
+		// latency path). Queued AppendAt (enqueueRaw) never send from
+		// their caller: a slow plugin must not block a slave's receive
+		// loop on the socket.
 		a.sendBatch()
 		return nil
 	}
@@ -100,25 +96,56 @@ func (a *appender) enqueue(op *pendingOp) error {
 	return nil
 }
 
-// canSend reports whether a batch may go out now: up to MaxInFlight
-// batches await their ack while a caller waits in the queue, one while
-// only in-place appends (nobody waits for them) are queued: those
-// accumulate meanwhile and go as one merged op, so a busy slave or master
-// wakes its plugin once per round trip, not once per record. Called with
-// mu held.
+// enqueueRaw queues a queued AppendAt of data at offset, in the segment at
+// base: appended to the last queued op when that one is a queued AppendAt
+// ending at offset in the same segment and the two fit in BatchBytes (the
+// plugin then takes a run of slave frames with one AppendAt), else as a new
+// op. It copies data once and returns the host's copy (for the tail).
+func (a *appender) enqueueRaw(offset int64, data []byte, base int64, after func(opDone)) ([]byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for !a.closed && a.queued >= maxQueuedBatches*a.c.cfg.BatchBytes {
+		a.cond.Wait()
+	}
+	if a.closed {
+		return nil, store.ErrClosed
+	}
+	defer a.cond.Broadcast()
+	if n := len(a.queue); n > 0 && a.queue[n-1].queued {
+		last := a.queue[n-1]
+		raw := last.op.GetRaw()
+		if raw.Offset >= base && raw.Offset+int64(len(raw.Data)) == offset && len(raw.Data)+len(data) <= a.c.cfg.BatchBytes {
+			old := len(raw.Data)
+			raw.Data = append(raw.Data, data...)
+			last.size += len(data)
+			a.queued += len(data)
+			return raw.Data[old:len(raw.Data):len(raw.Data)], nil
+		}
+	}
+	buf := make([]byte, len(data), max(len(data), min(a.c.cfg.BatchBytes, 8*len(data))))
+	copy(buf, data)
+	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: &storev1.RawAppend{Offset: offset, Data: buf}}},
+		size: len(data) + 16, queued: true, after: after}
+	a.queue = append(a.queue, op)
+	a.queued += op.size
+	return buf[:len(data):len(data)], nil
+}
+
+// canSend reports whether a batch may go out now: fewer than MaxInFlight
+// batches await their ack. Meanwhile appends accumulate in the queue and
+// go as one batch, so a busy node wakes its plugin about once per round
+// trip, not once per record. Called with mu held.
 func (a *appender) canSend() bool {
 	if a.sending || len(a.queue) == 0 {
 		return false
 	}
-	if a.cur == nil {
-		return true
-	}
-	limit := 1
-	if a.waiters > 0 {
-		limit = a.c.cfg.MaxInFlight
-	}
-	return len(a.cur.inflight) < limit
+	return a.cur == nil || len(a.cur.inflight) < a.c.cfg.MaxInFlight
 }
+
+// maxQueuedBatches bounds the queue of unsent appends, in batches: a
+// queued AppendAt waits while it is full (enqueueRaw), so a slave's
+// receive loop slows to the plugin's pace instead of filling memory.
+const maxQueuedBatches = 4
 
 func failOps(ops []*pendingOp, err error) {
 	for _, op := range ops {
@@ -136,7 +163,8 @@ func (a *appender) sendLoop() {
 		}
 		if a.closed {
 			failOps(a.queue, store.ErrClosed)
-			a.queue, a.waiters = nil, 0
+			a.queue, a.queued = nil, 0
+			a.cond.Broadcast()
 			return
 		}
 		if a.cur == nil {
@@ -146,7 +174,8 @@ func (a *appender) sendLoop() {
 			if err != nil {
 				err = fmt.Errorf("storeplugin: append stream: %w", a.c.fail(err))
 				failOps(a.queue, err)
-				a.queue, a.waiters = nil, 0
+				a.queue, a.queued = nil, 0
+				a.cond.Broadcast()
 				continue
 			}
 			a.cur = &appendStream{s: s, done: make(chan struct{})}
@@ -170,16 +199,14 @@ func (a *appender) sendBatch() {
 	a.batches++
 	a.ops += uint64(n)
 	b := &batch{seq: a.nextSeq, ops: a.queue[:n:n]}
-	for _, op := range a.queue[:n] {
-		if op.async == nil {
-			a.waiters--
-		}
-	}
 	a.queue = append([]*pendingOp(nil), a.queue[n:]...)
+	a.queued -= bytes
 	st := a.cur
 	st.inflight = append(st.inflight, b)
-	msg := &storev1.AppendBatch{Seq: b.seq}
-	msg.Ops, b.groups = a.wireOps(b.ops)
+	msg := &storev1.AppendBatch{Seq: b.seq, Ops: make([]*storev1.AppendOp, n), WantRecords: a.c.tail != nil}
+	for i, op := range b.ops {
+		msg.Ops[i] = op.op
+	}
 	a.sending = true
 	a.mu.Unlock()
 	err := st.s.Send(msg)
@@ -193,47 +220,6 @@ func (a *appender) sendBatch() {
 	a.cond.Broadcast() // more may have queued meanwhile
 }
 
-// maxMergedInPlace bounds the bytes one merged in-place op covers.
-const maxMergedInPlace = 4 << 20
-
-// wireOps turns a batch's appends into the ops sent: consecutive in-place
-// ops (slave frames, host-encoded records) that are contiguous and inside
-// one segment become one op, so the plugin reads and adopts them with one
-// AppendAt; groups says how many appends each op carries (they share its
-// result).
-func (a *appender) wireOps(ops []*pendingOp) ([]*storev1.AppendOp, []int) {
-	wire := make([]*storev1.AppendOp, 0, len(ops))
-	groups := make([]int, 0, len(ops))
-	seg, anchor := a.c.segSize, a.c.segAnchor
-	base := func(off int64) int64 {
-		d := (off - anchor) % seg
-		if d < 0 {
-			d += seg
-		}
-		return off - d
-	}
-	var last *storev1.InPlace
-	for _, op := range ops {
-		ip, ok := op.op.Op.(*storev1.AppendOp_InPlace)
-		if !ok {
-			last = nil
-			wire, groups = append(wire, op.op), append(groups, 1)
-			continue
-		}
-		cur := ip.InPlace
-		if last != nil && seg > 0 && last.Offset+last.Length == cur.Offset && cur.Length > 0 &&
-			base(last.Offset) == base(cur.Offset+cur.Length-1) && last.Length+cur.Length <= maxMergedInPlace {
-			last.Length += cur.Length
-			groups[len(groups)-1]++
-			continue
-		}
-		last = &storev1.InPlace{Offset: cur.Offset, Length: cur.Length}
-		wire = append(wire, &storev1.AppendOp{Op: &storev1.AppendOp_InPlace{InPlace: last}})
-		groups = append(groups, 1)
-	}
-	return wire, groups
-}
-
 func (a *appender) recvLoop(st *appendStream) {
 	defer a.c.wg.Done()
 	defer close(st.done)
@@ -241,7 +227,7 @@ func (a *appender) recvLoop(st *appendStream) {
 		ack, err := st.s.Recv()
 		if err == nil {
 			a.mu.Lock()
-			if len(st.inflight) == 0 || st.inflight[0].seq != ack.Seq || len(ack.Results) != len(st.inflight[0].groups) {
+			if len(st.inflight) == 0 || st.inflight[0].seq != ack.Seq || len(ack.Results) != len(st.inflight[0].ops) {
 				a.mu.Unlock()
 				err = fmt.Errorf("storeplugin: append stream: ack %d does not match the batch in flight", ack.Seq)
 			} else {
@@ -249,14 +235,14 @@ func (a *appender) recvLoop(st *appendStream) {
 				st.inflight = st.inflight[1:]
 				a.cond.Broadcast()
 				a.mu.Unlock()
-				// Bounds first: once Append returns, Bounds().Max covers it.
+				// Bounds and the tail first: once an append returns,
+				// Bounds().Max covers it and Read finds its bytes.
 				a.c.observe(ack.Bounds)
-				i := 0
-				for g, n := range b.groups {
-					for _, op := range b.ops[i : i+n] {
-						op.finish(opDone{res: ack.Results[g]})
-					}
-					i += n
+				if a.c.tail != nil {
+					a.c.tail.adopt(b.ops, ack.Results)
+				}
+				for i, op := range b.ops {
+					op.finish(opDone{res: ack.Results[i]})
 				}
 				continue
 			}
@@ -316,9 +302,9 @@ type AppendStats struct {
 	Batches uint64 // batches sent
 	Ops     uint64 // appends sent in them
 	Queued  int    // appends waiting for room on the stream
-	// HostEncoded counts the Appends the host encoded and wrote into the
-	// plugin's segment files itself (no round trip; see hostappend.go).
-	HostEncoded uint64
+	// TailReads counts the Reads served from the bytes the appends brought
+	// back (no round trip); StreamReads those that needed a ReadStream call.
+	TailReads, StreamReads uint64
 	// SideChannel: the current append stream is the unix-socket side
 	// channel (false: the gRPC Append stream, or none open yet).
 	SideChannel bool
@@ -333,5 +319,6 @@ func (c *Client) Stats() AppendStats {
 	if a.cur != nil {
 		_, side = a.cur.s.(*sideStream)
 	}
-	return AppendStats{Batches: a.batches, Ops: a.ops, Queued: len(a.queue), SideChannel: side, HostEncoded: c.hostAppended.Load()}
+	return AppendStats{Batches: a.batches, Ops: a.ops, Queued: len(a.queue), SideChannel: side,
+		TailReads: c.tailReads.Load(), StreamReads: c.streamReads.Load()}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,23 +28,21 @@ type ClientConfig struct {
 	// MaxInFlight is the number of append batches sent and not yet acked
 	// (default 4).
 	MaxInFlight int
-	// ReadAheadBytes is what one ReadStream call fetches when the plugin
-	// does not share its files (default 1 MiB).
-	ReadAheadBytes int
 	// ChunkBytes is the ReadStream chunk size (default 256 KiB).
 	ChunkBytes int
-	// DisableMmap reads through ReadStream even when the plugin shares its
-	// segment files (it also disables in-place appends).
-	DisableMmap bool
-	// DisableInPlace sends AppendAt's bytes on the append stream and waits
-	// for the plugin's ack, even when the plugin shares its files.
-	DisableInPlace bool
-	// DisableHostAppends sends every Append to the plugin and waits for its
-	// answer, even when the plugin takes host writes into its shared files
-	// (see hostappend.go).
-	DisableHostAppends bool
-	// DisableSideChannel keeps appends on the gRPC Append stream even when
-	// the plugin offers the unix-socket side channel (AppendChannel).
+	// TailBytes bounds the newest bytes the host keeps from its own appends
+	// (AppendAt's data, the records Append acks bring back) to answer the
+	// reads that follow an append without a round trip (default 8 MiB;
+	// negative: keep none, every Read goes to ReadStream).
+	TailBytes int
+	// SyncAppendAt makes every AppendAt wait for the plugin's ack. By
+	// default an AppendAt that the host can check itself (at the max
+	// offset, inside one segment, on a log that is not empty, no Append
+	// awaiting its answer) returns once it is queued: see AppendAt.
+	SyncAppendAt bool
+	// DisableSideChannel keeps appends on the gRPC Append stream and reads
+	// on ReadStream even when the plugin offers the unix-socket side
+	// channels (AppendChannel, ReadChannel).
 	DisableSideChannel bool
 	// CallTimeout bounds each control-plane call (default 30s).
 	CallTimeout time.Duration
@@ -60,11 +57,11 @@ func (c *ClientConfig) defaults() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 4
 	}
-	if c.ReadAheadBytes <= 0 {
-		c.ReadAheadBytes = 1 << 20
-	}
 	if c.ChunkBytes <= 0 {
 		c.ChunkBytes = 256 << 10
+	}
+	if c.TailBytes == 0 {
+		c.TailBytes = 8 << 20
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
@@ -75,15 +72,15 @@ func (c *ClientConfig) defaults() {
 }
 
 // Client is an external store plugin seen as a store.Store. Appends from
-// any number of goroutines are grouped into batches on one stream; reads come
-// from the plugin's segment files mapped read-only when it shares them, else
-// from a read-ahead cache filled by ReadStream; Bounds and Watch are served
-// from state the plugin pushes, without a round trip.
+// any number of goroutines are grouped into batches on one stream and wait
+// for their batch's ack; reads come from the tail of bytes the appends
+// brought back, else from a read-ahead cache filled by ReadStream; Bounds
+// and Watch are served from state the plugin pushes, without a round trip.
+// Nothing depends on how the plugin keeps its files.
 type Client struct {
-	rpc    storev1.StoreClient
-	cfg    ClientConfig
-	log    hclog.Logger
-	shares bool
+	rpc storev1.StoreClient
+	cfg ClientConfig
+	log hclog.Logger
 
 	ctx    context.Context // background streams; canceled by Close
 	cancel context.CancelFunc
@@ -96,29 +93,20 @@ type Client struct {
 	dead   error          // set once the plugin is known to be gone
 	closed bool
 
-	// Segment geometry at Open, for merging in-place ops: every segment
-	// starts at segAnchor plus a multiple of segSize (0: do not merge).
-	segSize, segAnchor int64
+	app        *appender
+	tail       *tail // nil: TailBytes < 0
+	rd         *streamReader
+	noSide     atomic.Bool // the append side channel failed once: use the gRPC stream
+	noReadSide atomic.Bool // likewise for ReadChannel: use ReadStream
 
-	app    *appender
-	rd     reader
-	noSide atomic.Bool // the side channel failed once: use the gRPC stream
-
-	// In-place appends (see AppendAt).
-	inplace  bool
-	proj     int64 // under mu: max offset including in-place appends not yet acked
-	asyncErr error // under mu: the first failed in-place append; sticky
+	// Queued AppendAt (see AppendAt). wmu orders the check of the max
+	// offset with the enqueue.
 	wmu      sync.Mutex
-	wfiles   map[int64]*os.File // under wmu: segment files open for writing
+	proj     int64 // under mu: max offset including queued AppendAt not yet acked
+	appends  int   // under mu: Appends sent and not answered
+	asyncErr error // under mu: the first refused queued AppendAt; sticky
 
-	// Host-encoded appends (hostappend.go).
-	hostOn       bool               // host-encoded appends configured (set by Open)
-	hostAppends  bool               // under mu: still on (a failed batch turns them off)
-	maxRecord    int                // records above go to the plugin
-	queues       map[queueKey]int64 // under mu: next queue offsets learned
-	pendingSlow  int                // under mu: Appends sent to the plugin, not answered
-	encBuf       []byte             // under wmu
-	hostAppended atomic.Uint64
+	tailReads, streamReads atomic.Uint64
 }
 
 var (
@@ -135,27 +123,12 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 		return nil, fmt.Errorf("storeplugin: open %q: %w", req.Dir, fromStatus(err))
 	}
 	bctx, cancel := context.WithCancel(context.Background())
-	cl := &Client{
-		rpc:    c.rpc,
-		cfg:    cfg,
-		log:    cfg.Logger,
-		shares: resp.SharesFiles && !cfg.DisableMmap && mmapSupported,
-		ctx:    bctx,
-		cancel: cancel,
+	cl := &Client{rpc: c.rpc, cfg: cfg, log: cfg.Logger, ctx: bctx, cancel: cancel}
+	if cfg.TailBytes > 0 {
+		cl.tail = newTail(cfg.TailBytes)
 	}
+	cl.rd = newStreamReader(cl)
 	cl.observe(resp.Bounds)
-	cl.segSize, cl.segAnchor = cl.bounds.SegmentSize, cl.bounds.LastSegmentStart
-	if cl.shares {
-		cl.rd = newMmapReader(cl)
-		cl.inplace = !cfg.DisableInPlace && !resp.NoHostWrites
-		cl.wfiles = map[int64]*os.File{}
-		if on, maxRec := hostAppendConfig(req); on && cl.inplace && !cfg.DisableHostAppends {
-			cl.hostOn, cl.hostAppends, cl.maxRecord = true, true, maxRec
-			cl.queues = map[queueKey]int64{}
-		}
-	} else {
-		cl.rd = newStreamReader(cl)
-	}
 	cl.app = newAppender(cl)
 	if err := cl.startWatch(); err != nil {
 		cl.app.close()
@@ -165,10 +138,6 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 	}
 	return cl, nil
 }
-
-// SharesFiles reports whether reads come from the plugin's files mapped
-// read-only (true) or from ReadStream (false).
-func (c *Client) SharesFiles() bool { return c.shares }
 
 // observe adopts a bounds snapshot if it is newer than the one held and
 // wakes the watchers when the max offset moved.
@@ -188,6 +157,9 @@ func (c *Client) observe(p *storev1.Bounds) {
 	c.mu.Unlock()
 	if minUp && c.rd != nil {
 		c.rd.trim(newMin)
+		if c.tail != nil {
+			c.tail.trim(newMin)
+		}
 	}
 	if moved {
 		c.watch.Notify()
@@ -217,7 +189,7 @@ func (c *Client) markDead(err error) {
 }
 
 // check returns ErrClosed after Close, ErrPluginShutdown once the plugin
-// is gone, and the error of a refused in-place append.
+// is gone, and the error of a queued AppendAt the plugin refused.
 func (c *Client) check() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -271,34 +243,14 @@ func (c *Client) Append(ctx context.Context, msg *record.Message) (store.AppendR
 	if err := c.check(); err != nil {
 		return store.AppendResult{}, err
 	}
-	var op *pendingOp
-	if c.hostOn {
-		c.wmu.Lock()
-		res, done, err := c.appendEncoded(ctx, msg)
-		if done {
-			c.wmu.Unlock()
-			return res, err
-		}
-		// Still under wmu: no host-encoded append can slip in between the
-		// count and the enqueue (its offset would be this record's).
-		op = c.messageOp(msg)
-		op.hook = c.slowAppendDone(queueKey{msg.Topic, msg.QueueID})
-		c.mu.Lock()
-		c.pendingSlow++
-		c.mu.Unlock()
-		err = c.app.enqueue(op)
-		c.wmu.Unlock()
-		if err != nil {
-			c.mu.Lock()
-			c.pendingSlow--
-			c.mu.Unlock()
-			return store.AppendResult{}, err
-		}
-	} else {
-		op = c.messageOp(msg)
-		if err := c.app.enqueue(op); err != nil {
-			return store.AppendResult{}, err
-		}
+	op := c.messageOp(msg)
+	c.mu.Lock()
+	c.appends++
+	c.mu.Unlock()
+	op.after = c.appendAnswered
+	if err := c.app.enqueue(op); err != nil {
+		c.appendAnswered(opDone{})
+		return store.AppendResult{}, err
 	}
 	select {
 	case d := <-op.done:
@@ -321,35 +273,86 @@ func (c *Client) messageOp(msg *record.Message) *pendingOp {
 	return &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Message{Message: pm}}, size: size, done: make(chan opDone, 1)}
 }
 
-// AppendAt writes raw bytes at offset. When the plugin shares its files and
-// the segment already exists, the host writes the bytes into the segment
-// file itself (pwrite: they are in the page cache, as an in-process mmap
-// store's would be, and readable at once), tells the plugin on the append
-// stream to take them, and returns without waiting: the slave's path costs
-// no round trip. An in-place append the plugin then refuses fails every
-// later call. Otherwise the bytes travel on the append stream and AppendAt
-// waits for the ack.
+// appendAnswered counts an Append out (answered or never sent).
+func (c *Client) appendAnswered(opDone) {
+	c.mu.Lock()
+	c.appends--
+	c.mu.Unlock()
+}
+
+// AppendAt writes raw bytes at offset; they travel on the append stream,
+// batched with whatever else is queued. When the host can check the call
+// itself (offset is the max offset it knows, every append goes through it;
+// the bytes stay inside one segment; the log is not empty; no Append
+// awaits its answer, since that moves the max offset), AppendAt returns as
+// soon as the bytes are queued: they count in Bounds().Max and Read serves
+// them from the tail at once, and the slave's receive loop does not wait
+// for a round trip per frame. They become durable as any store's bytes do,
+// when the plugin's flushed offset passes them; a plugin that then
+// refuses them (it broke the contract the host checked) makes every later
+// call fail with its error. Otherwise, or with SyncAppendAt, AppendAt waits
+// for the plugin's answer.
 func (c *Client) AppendAt(offset int64, data []byte) (int64, error) {
 	if err := c.check(); err != nil {
 		return 0, err
 	}
-	if c.inplace {
+	if !c.cfg.SyncAppendAt && c.tail != nil {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
-		if c.hostOn {
-			c.forgetQueues() // raw bytes may hold any queue's records
-		}
-		if max, done, err := c.appendInPlace(offset, data); done {
-			return max, err
+		if newMax, ok, err := c.appendAtQueued(offset, data); ok {
+			return newMax, err
 		}
 	}
-	max, err := c.appendAtStream(offset, data)
-	if err == nil && c.inplace {
-		c.mu.Lock()
-		c.proj = max
-		c.mu.Unlock()
+	return c.appendAtStream(offset, data)
+}
+
+// appendAtQueued is AppendAt's queued path; ok=false: wait for the ack.
+// Called with wmu held.
+func (c *Client) appendAtQueued(offset int64, data []byte) (newMax int64, ok bool, err error) {
+	c.mu.Lock()
+	b := c.bounds
+	cur := max(b.Max, c.proj)
+	busy := c.appends > 0
+	c.mu.Unlock()
+	if busy || len(data) == 0 || b.SegmentSize <= 0 || offset != cur || cur == b.Min {
+		return 0, false, nil
 	}
-	return max, err
+	base := segmentBase(offset, b)
+	if offset-base+int64(len(data)) > b.SegmentSize {
+		return 0, false, nil // the plugin answers ErrSegmentOverflow
+	}
+	own, err := c.app.enqueueRaw(offset, data, base, c.queuedDone)
+	if err != nil {
+		return 0, true, err
+	}
+	newMax = offset + int64(len(data))
+	c.tail.add(offset, own)
+	c.mu.Lock()
+	c.proj = newMax
+	c.mu.Unlock()
+	c.watch.Notify()
+	return newMax, true, nil
+}
+
+// queuedDone records the plugin's answer to a queued AppendAt.
+func (c *Client) queuedDone(d opDone) {
+	err := d.err
+	if err == nil {
+		err = decodeError(d.res.Error)
+	}
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	first := c.asyncErr == nil
+	if first {
+		c.asyncErr = fmt.Errorf("storeplugin: queued AppendAt: %w", err)
+	}
+	c.mu.Unlock()
+	if first {
+		c.log.Error("the plugin refused a queued AppendAt; the store is unusable", "error", err)
+		c.watch.Notify()
+	}
 }
 
 func (c *Client) appendAtStream(offset int64, data []byte) (int64, error) {
@@ -369,7 +372,8 @@ func (c *Client) appendAtStream(offset int64, data []byte) (int64, error) {
 }
 
 // Read returns a view of at most max bytes at offset, never crossing a
-// segment end, from the mapped segment files or the read-ahead cache.
+// segment end, from the tail of the host's own appends or the read-ahead
+// cache. Views need no Release (their bytes are the host's).
 func (c *Client) Read(offset int64, max int) (store.View, error) {
 	if err := c.check(); err != nil {
 		return store.View{}, err
@@ -386,7 +390,14 @@ func (c *Client) Read(offset int64, max int) (store.View, error) {
 	if b.SegmentSize > 0 {
 		end = min(end, base+b.SegmentSize)
 	}
-	return c.rd.read(offset, end, base, b.SegmentSize)
+	if c.tail != nil {
+		if v, ok := c.tail.read(offset, end); ok {
+			c.tailReads.Add(1)
+			return v, nil
+		}
+	}
+	c.streamReads.Add(1)
+	return c.rd.read(offset, end)
 }
 
 // segmentBase is the start of the segment holding off: segments are
@@ -407,7 +418,7 @@ func (c *Client) ReadMessages(offset int64, n int) ([]record.Record, int64, erro
 	if err := c.check(); err != nil {
 		return nil, 0, err
 	}
-	c.app.drain() // in-place appends must reach the plugin first
+	c.app.drain() // queued appends reach the plugin first
 	ctx, cancel := c.callCtx()
 	defer cancel()
 	r, err := c.rpc.ReadMessages(ctx, &storev1.ReadMessagesRequest{Offset: offset, N: int32(min(n, maxReadMessages))})
@@ -421,15 +432,18 @@ func (c *Client) ReadMessages(offset int64, n int) ([]record.Record, int64, erro
 	return recs, r.Next, nil
 }
 
-// Bounds returns the latest bounds the plugin reported. It never blocks on
-// the plugin: the max offset is exact (every append and truncate goes
-// through this client), the flushed offset trails by at most a few tens of
-// milliseconds.
+// Bounds returns the latest bounds the plugin reported, moved on by the
+// queued AppendAt it has not acked yet. It never blocks on the plugin: the
+// max offset is exact (every append and truncate goes through this
+// client), the flushed offset trails by at most a few tens of milliseconds.
 func (c *Client) Bounds() store.Bounds {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.bounds
-	b.Max = max(b.Max, c.proj)
+	if c.proj > b.Max { // queued AppendAt not acked yet: they may have started a segment
+		b.LastSegmentStart = max(b.LastSegmentStart, segmentBase(c.proj-1, b))
+		b.Max = c.proj
+	}
 	return b
 }
 
@@ -441,20 +455,21 @@ func (c *Client) Truncate(offset int64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.app.drain()
-	if err := c.asyncFailure(); err != nil {
+	if err := c.check(); err != nil {
 		return err
 	}
 	ctx, cancel := c.callCtx()
 	defer cancel()
 	b, err := c.rpc.Truncate(ctx, &storev1.TruncateRequest{Offset: offset})
 	c.rd.invalidate()
-	c.closeWriteFiles()
+	if c.tail != nil {
+		c.tail.invalidate()
+	}
 	if err != nil {
 		return fmt.Errorf("storeplugin: truncate to %d: %w", offset, c.fail(err))
 	}
 	c.mu.Lock()
 	c.proj = 0
-	clear(c.queues)
 	c.mu.Unlock()
 	c.observe(b)
 	return nil
@@ -466,7 +481,7 @@ func (c *Client) Flush() error {
 		return err
 	}
 	c.app.drain()
-	if err := c.asyncFailure(); err != nil {
+	if err := c.check(); err != nil {
 		return err
 	}
 	ctx, cancel := c.callCtx()
@@ -485,8 +500,7 @@ func (c *Client) Watch(ch chan<- struct{}) (cancel func()) {
 	return c.watch.Watch(ch)
 }
 
-// Close drains the append stream, closes the plugin's store and releases
-// the mappings (those still pinned by views go when the views are released).
+// Close drains the append stream and closes the plugin's store.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -498,9 +512,6 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 
 	c.app.close()
-	c.wmu.Lock()
-	c.closeWriteFiles()
-	c.wmu.Unlock()
 	var err error
 	if dead == nil {
 		ctx, cancel := c.callCtx()
@@ -514,108 +525,9 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	c.wg.Wait()
-	c.rd.close()
+	c.rd.invalidate()
+	if c.tail != nil {
+		c.tail.invalidate()
+	}
 	return err
-}
-
-// appendInPlace is AppendAt's fast path (see AppendAt); done=false means
-// "use the stream".
-func (c *Client) appendInPlace(offset int64, data []byte) (newMax int64, done bool, err error) {
-	if err := c.asyncFailure(); err != nil {
-		return 0, true, err
-	}
-	c.mu.Lock()
-	acked := c.bounds
-	proj := max(c.proj, acked.Max)
-	c.mu.Unlock()
-	seg := acked.SegmentSize
-	if len(data) == 0 || seg <= 0 {
-		return 0, false, nil
-	}
-	if offset != proj {
-		return 0, false, nil // the plugin answers ErrOffsetMismatch, or starts an empty log there
-	}
-	base := segmentBase(offset, acked)
-	// Only inside a segment the plugin created, and not across its end
-	// (the plugin reports that error).
-	if base > acked.LastSegmentStart || acked.Max <= base || offset-base+int64(len(data)) > seg {
-		return 0, false, nil
-	}
-	f, err := c.writeFile(base)
-	if err != nil {
-		c.log.Debug("in-place append unavailable; using the stream", "segment", base, "error", err)
-		return 0, false, nil
-	}
-	if _, err := f.WriteAt(data, offset-base); err != nil {
-		return 0, true, fmt.Errorf("storeplugin: in-place append at %d: %w", offset, err)
-	}
-	op := &pendingOp{
-		op:    &storev1.AppendOp{Op: &storev1.AppendOp_InPlace{InPlace: &storev1.InPlace{Offset: offset, Length: int64(len(data))}}},
-		size:  32,
-		async: c.inPlaceDone,
-	}
-	if err := c.app.enqueue(op); err != nil {
-		return 0, true, err
-	}
-	newMax = offset + int64(len(data))
-	c.mu.Lock()
-	c.proj = newMax
-	c.mu.Unlock()
-	c.watch.Notify()
-	return newMax, true, nil
-}
-
-// inPlaceDone records the plugin's answer to an in-place append.
-func (c *Client) inPlaceDone(d opDone) {
-	err := d.err
-	if err == nil {
-		err = decodeError(d.res.Error)
-	}
-	if err == nil {
-		return
-	}
-	c.mu.Lock()
-	first := c.asyncErr == nil
-	if first {
-		c.asyncErr = fmt.Errorf("storeplugin: in-place append: %w", err)
-	}
-	c.mu.Unlock()
-	if first {
-		c.log.Error("the plugin refused an in-place append; the store is unusable", "error", err)
-	}
-}
-
-func (c *Client) asyncFailure() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.asyncErr
-}
-
-// writeFile opens (once) the segment file at base for writing. Called with
-// wmu held.
-func (c *Client) writeFile(base int64) (*os.File, error) {
-	if f := c.wfiles[base]; f != nil {
-		return f, nil
-	}
-	ctx, cancel := c.callCtx()
-	resp, err := c.rpc.SegmentFile(ctx, &storev1.SegmentFileRequest{Base: base})
-	cancel()
-	if err != nil {
-		return nil, c.fail(err)
-	}
-	f, err := os.OpenFile(resp.Path, os.O_WRONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	c.wfiles[base] = f
-	return f, nil
-}
-
-// closeWriteFiles closes the segment files open for writing. Called with
-// wmu held.
-func (c *Client) closeWriteFiles() {
-	for b, f := range c.wfiles {
-		f.Close()
-		delete(c.wfiles, b)
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -22,46 +21,29 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// sharedStore is the example filestore plus SegmentFiles, so the host maps
-// its files (which grow as they are written: the host remaps).
-type sharedStore struct{ *filestore.Store }
-
-func (s sharedStore) SegmentFile(base int64) (string, bool) {
-	p := s.Path(base)
-	_, err := os.Stat(p)
-	return p, err == nil
-}
-
-func openShared(_ context.Context, req storeplugin.OpenRequest) (store.Store, error) {
-	st, err := filestore.Open(req.Dir, req.SegmentSize)
-	if err != nil {
-		return nil, err
-	}
-	return sharedStore{st}, nil
-}
-
 func openPlain(_ context.Context, req storeplugin.OpenRequest) (store.Store, error) {
 	return filestore.Open(req.Dir, req.SegmentSize)
 }
 
-func TestPluginStoreConformanceMmap(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, dir string, segSize int64) store.Store {
-		cl, err := storetest.ServePlugin(t, openShared).Open(context.Background(),
-			storeplugin.OpenRequest{Dir: dir, SegmentSize: segSize}, storeplugin.ClientConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !cl.SharesFiles() {
-			t.Fatal("the client does not map the shared files")
-		}
-		return cl
-	})
+// TestPluginStoreConformance: the example filestore through the gRPC shim
+// and the host's client, defaults (side channel, tail, queued AppendAt).
+// plugins/commitlog/cmd runs the suite with a real plugin process.
+func TestPluginStoreConformance(t *testing.T) {
+	storetest.Run(t, storetest.PluginFactory(openPlain, storeplugin.ClientConfig{}))
 }
 
+// TestPluginStoreConformanceReadStream: every read through ReadStream (no
+// tail), with tiny chunks (many per segment), and the
+// gRPC Append stream instead of the side channel, every AppendAt waiting
+// for its ack.
 func TestPluginStoreConformanceReadStream(t *testing.T) {
-	// Tiny chunks and read-ahead: many chunks per segment.
-	// The gRPC Append stream instead of the side channel, too.
-	storetest.Run(t, storetest.PluginFactory(openShared, storeplugin.ClientConfig{DisableMmap: true, ChunkBytes: 3000, ReadAheadBytes: 7000, BatchBytes: 4096, DisableSideChannel: true}))
+	storetest.Run(t, storetest.PluginFactory(openPlain, storeplugin.ClientConfig{TailBytes: -1, ChunkBytes: 3000, BatchBytes: 4096, DisableSideChannel: true, SyncAppendAt: true}))
+}
+
+// TestPluginStoreConformanceSmallTail: a tail of about one block, so reads
+// fall off its start onto ReadStream all the time.
+func TestPluginStoreConformanceSmallTail(t *testing.T) {
+	storetest.Run(t, storetest.PluginFactory(openPlain, storeplugin.ClientConfig{TailBytes: 300 << 10, ChunkBytes: 5000}))
 }
 
 // TestPluginStoreSideChannel: appends use the unix-socket side channel by
@@ -91,78 +73,6 @@ func TestPluginStoreSideChannel(t *testing.T) {
 		if err := cl.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// probeStore records, for each AppendAt, whether the host had already
-// written the bytes into the segment file (an in-place append).
-type probeStore struct {
-	sharedStore
-	mu         sync.Mutex
-	prewritten []bool
-}
-
-func (p *probeStore) AppendAt(offset int64, data []byte) (int64, error) {
-	b := p.Bounds()
-	base := offset - (offset-b.LastSegmentStart)%b.SegmentSize
-	got := make([]byte, len(data))
-	pre := false
-	if f, err := os.Open(p.Path(base)); err == nil {
-		n, _ := f.ReadAt(got, offset-base)
-		f.Close()
-		pre = n == len(data) && bytes.Equal(got, data)
-	}
-	p.mu.Lock()
-	p.prewritten = append(p.prewritten, pre)
-	p.mu.Unlock()
-	return p.sharedStore.AppendAt(offset, data)
-}
-
-type noWritesStore struct{ *probeStore }
-
-func (noWritesStore) NoHostWrites() {}
-
-// TestPluginStoreNoHostWrites: a store that shares its files writes the
-// slave's bytes in place (the host pwrites them first) unless it is marked
-// NoHostWrites; then they come on the append stream.
-func TestPluginStoreNoHostWrites(t *testing.T) {
-	for _, noWrites := range []bool{false, true} {
-		var probe *probeStore
-		cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
-			st, err := openShared(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			probe = &probeStore{sharedStore: st.(sharedStore)}
-			if noWrites {
-				return noWritesStore{probe}, nil
-			}
-			return probe, nil
-		}, storeplugin.ClientConfig{})
-		data := bytes.Repeat([]byte{9}, 1000)
-		for i := range 3 {
-			if _, err := cl.AppendAt(int64(i*1000), data); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := cl.Flush(); err != nil { // waits for the in-place acks
-			t.Fatal(err)
-		}
-		probe.mu.Lock()
-		got := fmt.Sprint(probe.prewritten)
-		probe.mu.Unlock()
-		// The first creates the segment; contiguous in-place appends may be
-		// adopted by one AppendAt.
-		ok := got == "[false true true]" || got == "[false true]"
-		want := "[false true true] or [false true]"
-		if noWrites {
-			want = "[false false false]"
-			ok = got == want
-		}
-		if !ok {
-			t.Fatalf("NoHostWrites=%v: prewritten %s, want %s", noWrites, got, want)
-		}
-		cl.Close()
 	}
 }
 
@@ -238,11 +148,12 @@ func TestPluginStoreBatching(t *testing.T) {
 	}
 }
 
-// TestPluginStoreMmapAfterTruncate: a truncate drops the host's mappings,
-// so bytes appended after it are read fresh, and releasing a view taken
-// before it is safe.
-func TestPluginStoreMmapAfterTruncate(t *testing.T) {
-	cl := openClient(t, openShared, storeplugin.ClientConfig{})
+// TestPluginStoreTail: a master's reads right after its appends and a
+// slave's reads of what it just appended are answered from the tail the
+// acks brought back (no ReadStream); after a truncate the tail is dropped,
+// so bytes appended after it are read fresh.
+func TestPluginStoreTail(t *testing.T) {
+	cl := openClient(t, openPlain, storeplugin.ClientConfig{})
 	defer cl.Close()
 	put := func(body string) store.AppendResult {
 		a, err := cl.Append(context.Background(), &record.Message{Topic: "T", Body: []byte(body)})
@@ -254,30 +165,68 @@ func TestPluginStoreMmapAfterTruncate(t *testing.T) {
 	var res []store.AppendResult
 	for i := range 20 {
 		res = append(res, put(fmt.Sprint("old-", i)))
+		v, err := cl.Read(res[i].Offset, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := record.Decode(v.Data); err != nil || string(rec.Body) != fmt.Sprint("old-", i) || rec.QueueOffset != int64(i) {
+			t.Fatalf("read after append %d: %+v %v", i, rec, err)
+		}
 	}
-	v, err := cl.Read(res[10].Offset, 1<<20)
+	if s := cl.Stats(); s.TailReads != 20 || s.StreamReads != 0 {
+		t.Fatalf("stats %+v: want 20 tail reads, no ReadStream", s)
+	}
+	old, err := cl.Read(res[10].Offset, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	oldBytes := bytes.Clone(old.Data)
 	if err := cl.Truncate(res[5].Offset); err != nil {
 		t.Fatal(err)
 	}
-	v.Release()
 	for i := range 20 {
 		put(fmt.Sprint("new-", i, "-longer"))
 	}
+	if !bytes.Equal(old.Data, oldBytes) {
+		t.Fatal("a view taken before the truncate changed")
+	}
+	old.Release()
 	recs, _, err := cl.ReadMessages(res[5].Offset, 1)
 	if err != nil || string(recs[0].Body) != "new-0-longer" {
 		t.Fatalf("ReadMessages after truncate: %v %v", recs, err)
 	}
-	v, err = cl.Read(res[5].Offset, 1<<20)
+	v, err := cl.Read(res[5].Offset, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Release()
-	rec, err := record.Decode(v.Data)
-	if err != nil || string(rec.Body) != "new-0-longer" {
-		t.Fatalf("mapped read after truncate: %q, %v", rec.Body, err)
+	if rec, err := record.Decode(v.Data); err != nil || string(rec.Body) != "new-0-longer" {
+		t.Fatalf("read after truncate: %q, %v", rec.Body, err)
+	}
+
+	// A slave: what AppendAt wrote is read back without a round trip.
+	slave := openClient(t, openPlain, storeplugin.ClientConfig{})
+	defer slave.Close()
+	max := cl.Bounds().Max
+	for off := int64(0); off < max; {
+		v, err := cl.Read(off, 700)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := slave.AppendAt(off, v.Data); err != nil {
+			t.Fatal(err)
+		}
+		off += int64(len(v.Data))
+	}
+	before := slave.Stats().StreamReads
+	for off := int64(0); off < max; {
+		v, err := slave.Read(off, 1<<20)
+		if err != nil || len(v.Data) == 0 {
+			t.Fatalf("slave read at %d: %v", off, err)
+		}
+		off += int64(len(v.Data))
+	}
+	if s := slave.Stats(); s.StreamReads != before || s.TailReads == 0 {
+		t.Fatalf("slave stats %+v: its reads went to ReadStream", s)
 	}
 }
 
@@ -318,7 +267,7 @@ func TestPluginStoreShutdown(t *testing.T) {
 
 // failingStore refuses every AppendAt once armed.
 type failingStore struct {
-	sharedStore
+	store.Store
 	armed chan struct{}
 }
 
@@ -327,149 +276,57 @@ func (f failingStore) AppendAt(offset int64, data []byte) (int64, error) {
 	case <-f.armed:
 		return 0, fmt.Errorf("disk gone: %w", store.ErrCorrupt)
 	default:
-		return f.sharedStore.AppendAt(offset, data)
+		return f.Store.AppendAt(offset, data)
 	}
 }
 
-// TestPluginStoreInPlaceFailure: AppendAt into a shared segment returns
-// before the plugin acks; a refusal then fails every later call, sticky.
-func TestPluginStoreInPlaceFailure(t *testing.T) {
-	armed := make(chan struct{})
-	cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
-		st, err := openShared(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return failingStore{st.(sharedStore), armed}, nil
-	}, storeplugin.ClientConfig{})
-	defer cl.Close()
-	data := bytes.Repeat([]byte{7}, 1000)
-	max, err := cl.AppendAt(0, data) // creates the segment: through the stream
-	if err != nil || max != 1000 {
-		t.Fatalf("first AppendAt: %d %v", max, err)
-	}
-	if max, err = cl.AppendAt(1000, data); err != nil || max != 2000 { // in place
-		t.Fatalf("in-place AppendAt: %d %v", max, err)
-	}
-	if b := cl.Bounds(); b.Max != 2000 {
-		t.Fatalf("Max %d after an in-place append", b.Max)
-	}
-	v, err := cl.Read(1000, 1000)
-	if err != nil || !bytes.Equal(v.Data, data) {
-		t.Fatalf("reading in-place bytes: %v", err)
-	}
-	v.Release()
-	close(armed)
-	if _, err := cl.AppendAt(2000, data); err != nil { // in place: accepted, refused later
-		t.Fatalf("in-place AppendAt: %v", err)
-	}
-	if err := cl.Flush(); !errors.Is(err, store.ErrCorrupt) { // drains, then reports
-		t.Fatalf("Flush after a refused in-place append: %v, want ErrCorrupt", err)
-	}
-	if _, err := cl.AppendAt(3000, data); !errors.Is(err, store.ErrCorrupt) {
-		t.Fatalf("AppendAt after a refused in-place append: %v, want ErrCorrupt", err)
-	}
-}
-
-// TestPluginStoreHostEncoded: with a store that takes host writes, Appends
-// after the first of each queue are encoded and written by the host (no
-// round trip); the plugin adopts them: the same records, queue offsets and
-// results as through the plugin, across a segment roll and a restart.
-func TestPluginStoreHostEncoded(t *testing.T) {
-	dir := t.TempDir()
-	open := func(cfg storeplugin.ClientConfig) *storeplugin.Client {
-		cl, err := storetest.ServePlugin(t, openShared).Open(context.Background(),
-			storeplugin.OpenRequest{Dir: dir, SegmentSize: 1 << 20, Options: map[string]string{"max_message_size": "65536"}}, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
-	cl := open(storeplugin.ClientConfig{})
-	type put struct {
-		msg *record.Message
-		res store.AppendResult
-	}
-	var mu sync.Mutex
-	var puts []put
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 100 {
-				m := &record.Message{Topic: fmt.Sprint("T", g%2), QueueID: int32(i % 3), Body: bytes.Repeat([]byte{byte(i)}, 3000+i)}
-				res, err := cl.Append(context.Background(), m)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				puts = append(puts, put{m, res})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	// One producer: after the first Append of a queue, only a segment roll
-	// (at most one in 150 KB) goes to the plugin. (Concurrent producers also
-	// go to it while an earlier Append to it awaits its answer.)
-	before := cl.Stats().HostEncoded
-	for range 50 {
-		m := &record.Message{Topic: "T0", QueueID: 1, Body: bytes.Repeat([]byte{7}, 3000)}
-		res, err := cl.Append(context.Background(), m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		puts = append(puts, put{m, res})
-	}
-	if n := cl.Stats().HostEncoded - before; n < 48 {
-		t.Fatalf("only %d of 50 sequential appends host-encoded: %+v", n, cl.Stats())
-	}
-	check := func(cl *storeplugin.Client) {
-		t.Helper()
-		byOffset := map[int64]put{}
-		next := map[string]int64{}
-		for _, p := range puts {
-			byOffset[p.res.Offset] = p
-		}
-		n := 0
-		for off := int64(0); ; {
-			recs, nxt, err := cl.ReadMessages(off, 64)
+// TestPluginStoreQueuedAppendAt: an AppendAt the host can check returns
+// before the plugin acks (Bounds and Read see it at once); a refusal then
+// fails every later call, sticky. One the host cannot check (an empty log)
+// waits for the ack; with SyncAppendAt every one does and gets the
+// plugin's error itself.
+func TestPluginStoreQueuedAppendAt(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		armed := make(chan struct{})
+		cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
+			st, err := openPlain(ctx, req)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
-			if len(recs) == 0 {
-				break
-			}
-			for _, r := range recs {
-				p, ok := byOffset[r.PhysicalOffset]
-				if !ok || !bytes.Equal(r.Message.Body, p.msg.Body) || r.QueueOffset != p.res.QueueOffset || r.StoreTimestamp != p.res.StoreTimestamp {
-					t.Fatalf("record at %d differs from its Append's result %+v", r.PhysicalOffset, p.res)
-				}
-				k := fmt.Sprint(r.Message.Topic, "/", r.Message.QueueID)
-				if r.QueueOffset != next[k] {
-					t.Fatalf("queue %s: offset %d, want %d", k, r.QueueOffset, next[k])
-				}
-				next[k]++
-				n++
-			}
-			off = nxt
+			return failingStore{st, armed}, nil
+		}, storeplugin.ClientConfig{SyncAppendAt: sync})
+		data := bytes.Repeat([]byte{7}, 1000)
+		if max, err := cl.AppendAt(0, data); err != nil || max != 1000 { // empty log: waits
+			t.Fatalf("sync=%v: first AppendAt: %d %v", sync, max, err)
 		}
-		if n != len(puts) {
-			t.Fatalf("%d records, want %d", n, len(puts))
+		if max, err := cl.AppendAt(1000, data); err != nil || max != 2000 {
+			t.Fatalf("sync=%v: second AppendAt: %d %v", sync, max, err)
 		}
-	}
-	check(cl)
-	if b := cl.Bounds(); b.LastSegmentStart == 0 {
-		t.Fatalf("no segment roll: %+v", b)
-	}
-	if err := cl.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cl = open(storeplugin.ClientConfig{DisableHostAppends: true})
-	defer cl.Close()
-	check(cl)
-	res, err := cl.Append(context.Background(), &record.Message{Topic: "T0", QueueID: 0, Body: []byte("after")})
-	if err != nil || cl.Stats().HostEncoded != 0 {
-		t.Fatalf("append with host appends off: %+v %v %+v", res, err, cl.Stats())
+		if b := cl.Bounds(); b.Max != 2000 {
+			t.Fatalf("sync=%v: Max %d after two AppendAt", sync, b.Max)
+		}
+		v, err := cl.Read(1000, 1000)
+		if err != nil || !bytes.Equal(v.Data, data) {
+			t.Fatalf("sync=%v: reading the second AppendAt back: %v", sync, err)
+		}
+		close(armed)
+		_, err = cl.AppendAt(2000, data)
+		if sync {
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("SyncAppendAt refused by the plugin: %v, want ErrCorrupt", err)
+			}
+			cl.Close()
+			continue
+		}
+		if err != nil { // queued: accepted, refused later
+			t.Fatalf("queued AppendAt: %v", err)
+		}
+		if err := cl.Flush(); !errors.Is(err, store.ErrCorrupt) { // drains, then reports
+			t.Fatalf("Flush after a refused queued AppendAt: %v, want ErrCorrupt", err)
+		}
+		if _, err := cl.AppendAt(3000, data); !errors.Is(err, store.ErrCorrupt) {
+			t.Fatalf("AppendAt after a refused queued AppendAt: %v, want ErrCorrupt", err)
+		}
+		cl.Close()
 	}
 }

@@ -3,6 +3,7 @@ package storeplugin
 import (
 	"google.golang.org/grpc/codes"
 
+	"github.com/replicatorhq/replicator/sdk/internal/rpcerr"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -14,7 +15,7 @@ var ErrPluginShutdown = plugin.ErrPluginShutdown
 
 // errorTable is THE mapping between the store sentinels and gRPC codes. The
 // first entry of a code is the one a bare code (no reason) decodes to.
-var errorTable = []plugin.ErrorCode{
+var errorTable = []rpcerr.ErrorCode{
 	{Err: store.ErrOffsetOutOfRange, Code: codes.OutOfRange, Reason: "OFFSET_OUT_OF_RANGE"},
 	{Err: store.ErrCorrupt, Code: codes.DataLoss, Reason: "CORRUPT"},
 	{Err: store.ErrOffsetMismatch, Code: codes.FailedPrecondition, Reason: "OFFSET_MISMATCH"},
@@ -27,14 +28,14 @@ var errorTable = []plugin.ErrorCode{
 	{Err: plugin.ErrPluginShutdown, Code: codes.Unavailable, Reason: "PLUGIN_SHUTDOWN"},
 }
 
-func toStatus(err error) error   { return plugin.ToStatus(errorTable, err) }
-func fromStatus(err error) error { return plugin.FromStatus(errorTable, err) }
+func toStatus(err error) error   { return rpcerr.ToStatus(errorTable, err) }
+func fromStatus(err error) error { return rpcerr.FromStatus(errorTable, err) }
 
 func encodeError(err error) *storev1.Error {
 	if err == nil {
 		return nil
 	}
-	code, reason := plugin.Encode(errorTable, err)
+	code, reason := rpcerr.Encode(errorTable, err)
 	return &storev1.Error{Code: int32(code), Reason: reason, Message: err.Error()}
 }
 
@@ -42,5 +43,5 @@ func decodeError(e *storev1.Error) error {
 	if e == nil {
 		return nil
 	}
-	return plugin.Decode(errorTable, codes.Code(e.Code), e.Reason, e.Message)
+	return rpcerr.Decode(errorTable, codes.Code(e.Code), e.Reason, e.Message)
 }

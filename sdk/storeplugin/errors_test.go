@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/replicatorhq/replicator/sdk/plugin"
+	"github.com/replicatorhq/replicator/sdk/internal/rpcerr"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
@@ -45,7 +45,7 @@ func TestPluginStoreErrorTable(t *testing.T) {
 	for _, err := range []error{store.ErrClosed, store.ErrOffsetMismatch, store.ErrOffsetOutOfRange,
 		store.ErrSegmentOverflow, store.ErrNotBoundary, store.ErrCorrupt, store.ErrMessageTooLarge,
 		store.ErrInvalidTopic, store.ErrFlushDiskTimeout} {
-		if _, ok := plugin.Lookup(errorTable, err); !ok {
+		if _, ok := rpcerr.Lookup(errorTable, err); !ok {
 			t.Fatalf("%v is missing from the error table", err)
 		}
 	}

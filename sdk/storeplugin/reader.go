@@ -1,32 +1,35 @@
 package storeplugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
-// reader serves Client.Read: bytes [off, end) of the segment at base, where
-// end is already clamped to the max offset and the segment end.
-type reader interface {
-	read(off, end, base, segSize int64) (store.View, error)
-	invalidate()    // the log was truncated: forget everything
-	trim(min int64) // bytes below min are gone
-	close()         // Close: release what no view pins
-}
-
-// streamReader fills a small cache of chunks with ReadStream calls of
-// ReadAheadBytes. Views point into the cached chunks, which are never
-// reused, so they need no release.
+// streamReader serves the reads the tail cannot: it keeps one chunk stream
+// open as a cursor at the offset after the last chunk it received, so a
+// reader going forward (a master shipping a log to a slave that catches
+// up) takes chunk after chunk from a stream that runs ahead by the
+// socket's buffers (a ReadChannel side channel) or gRPC's flow control
+// window (ReadStream, when the plugin has no ReadChannel or side channels
+// are disabled), with no round trip per read. A read elsewhere reopens
+// the stream there. The last chunks stay in a small cache; views point
+// into chunks, which are never reused, so they need no release.
 type streamReader struct {
 	c      *Client
-	mu     sync.Mutex
-	epoch  uint64 // bumped by invalidate; a fetch from an older epoch is dropped
+	mu     sync.Mutex // serializes reads; held while a chunk is awaited
 	chunks []cachedChunk
+	cur    *cursor // nil: none open
 }
 
 type cachedChunk struct {
@@ -34,8 +37,92 @@ type cachedChunk struct {
 	data []byte
 }
 
+// cursor is an open chunk stream and the offset its next chunk starts at.
+type cursor struct {
+	rs   chunkSource
+	next int64
+}
+
+// chunkSource is one chunk stream: a ReadChannel side channel or a gRPC
+// ReadStream. Recv returns io.EOF at the end of the stream.
+type chunkSource interface {
+	Recv() (*storev1.Chunk, error)
+	Close()
+}
+
+type grpcChunks struct {
+	rs     storev1.Store_ReadStreamClient
+	cancel context.CancelFunc
+}
+
+func (g *grpcChunks) Recv() (*storev1.Chunk, error) { return g.rs.Recv() }
+func (g *grpcChunks) Close()                        { g.cancel() }
+
+// sideChunks reads a ReadChannel ahead of the reader: a goroutine takes up
+// to sideReadAhead chunks off the socket, so the plugin keeps writing while
+// the reader ships what it has (the two processes then run in long
+// stretches instead of one hand-off per socket buffer).
+type sideChunks struct {
+	f    *side.FrameConn
+	ch   chan chunkOrErr
+	stop chan struct{}
+	done chan struct{}
+}
+
+type chunkOrErr struct {
+	c   *storev1.Chunk
+	err error
+}
+
+// sideReadAhead is how many chunks a ReadChannel reader holds ahead.
+const sideReadAhead = 16
+
+func newSideChunks(f *side.FrameConn) *sideChunks {
+	s := &sideChunks{f: f, ch: make(chan chunkOrErr, sideReadAhead), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *sideChunks) run() {
+	defer close(s.done)
+	for {
+		c := &storev1.Chunk{}
+		err := s.f.Read(c)
+		select {
+		case s.ch <- chunkOrErr{c, err}:
+		case <-s.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Recv returns the next chunk; after an error the cursor is closed.
+func (s *sideChunks) Recv() (*storev1.Chunk, error) {
+	r := <-s.ch
+	if r.err != nil {
+		if errors.Is(r.err, io.EOF) {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("%w: %w", ErrPluginShutdown, r.err)
+	}
+	return r.c, nil
+}
+
+// Close ends the stream and waits for the reading goroutine.
+func (s *sideChunks) Close() {
+	close(s.stop)
+	s.f.Close()
+	<-s.done
+}
+
 // streamCacheChunks bounds the cache (with 256 KiB chunks: 8 MiB).
 const streamCacheChunks = 32
+
+// readStreamUnbounded asks a ReadStream to run until the max offset.
+const readStreamUnbounded = 1 << 62
 
 func newStreamReader(c *Client) *streamReader { return &streamReader{c: c} }
 
@@ -50,52 +137,91 @@ func (r *streamReader) lookup(off, end int64) (store.View, bool) {
 	return store.View{}, false
 }
 
-func (r *streamReader) read(off, end, _, _ int64) (store.View, error) {
-	r.mu.Lock()
-	if v, ok := r.lookup(off, end); ok {
-		r.mu.Unlock()
-		return v, nil
-	}
-	epoch := r.epoch
-	r.mu.Unlock()
-
-	rs, err := r.c.rpc.ReadStream(r.c.ctx, &storev1.ReadStreamRequest{
-		From:       off,
-		MaxBytes:   int64(max(r.c.cfg.ReadAheadBytes, int(end-off))),
-		ChunkBytes: int32(r.c.cfg.ChunkBytes),
-	})
-	if err != nil {
-		return store.View{}, fmt.Errorf("storeplugin: read stream at %d: %w", off, r.c.fail(err))
-	}
-	var got []cachedChunk
-	for {
-		ch, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return store.View{}, fmt.Errorf("storeplugin: read stream at %d: %w", off, r.c.fail(err))
-		}
-		got = append(got, cachedChunk{off: ch.Offset, data: ch.Data})
-	}
+// read returns bytes [off, end) or fewer, from the cache or the next chunk
+// of the cursor at off (opened there if needed). end is already clamped to
+// the max offset and the segment end.
+func (r *streamReader) read(off, end int64) (store.View, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.epoch == epoch {
-		r.chunks = append(r.chunks, got...)
+	if v, ok := r.lookup(off, end); ok {
+		return v, nil
+	}
+	// A stream that ended (it reached the plugin's max offset when it
+	// started) is reopened once: the log may have grown since.
+	for attempt := 0; attempt < 2; attempt++ {
+		if r.cur == nil || r.cur.next != off {
+			if err := r.open(off); err != nil {
+				return store.View{}, err
+			}
+		}
+		ch, err := r.cur.rs.Recv()
+		if errors.Is(err, io.EOF) {
+			r.closeCursor()
+			continue
+		}
+		if err != nil {
+			r.closeCursor()
+			return store.View{}, fmt.Errorf("storeplugin: read stream at %d: %w", off, r.c.fail(err))
+		}
+		if ch.Offset != off || len(ch.Data) == 0 {
+			r.closeCursor()
+			return store.View{}, fmt.Errorf("storeplugin: read stream at %d sent a chunk at %d of %d bytes: %w", off, ch.Offset, len(ch.Data), store.ErrCorrupt)
+		}
+		r.cur.next = off + int64(len(ch.Data))
+		r.chunks = append(r.chunks, cachedChunk{off: off, data: ch.Data})
 		if n := len(r.chunks) - streamCacheChunks; n > 0 {
 			r.chunks = append([]cachedChunk(nil), r.chunks[n:]...)
 		}
+		hi := min(end, r.cur.next)
+		return store.View{Offset: off, Data: ch.Data[: hi-off : hi-off]}, nil
 	}
-	if len(got) == 0 || got[0].off != off {
-		return store.View{}, fmt.Errorf("storeplugin: read stream at %d returned no data below the max offset %d: %w", off, end, store.ErrOffsetOutOfRange)
-	}
-	hi := min(end, off+int64(len(got[0].data)))
-	return store.View{Offset: off, Data: got[0].data[: hi-off : hi-off]}, nil
+	return store.View{}, fmt.Errorf("storeplugin: read stream at %d returned no data below the max offset %d: %w", off, end, store.ErrOffsetOutOfRange)
 }
 
+// open starts a cursor at off: on a ReadChannel side channel when the
+// plugin offers it, else on a gRPC ReadStream. Called with mu held.
+func (r *streamReader) open(off int64) error {
+	r.closeCursor()
+	c := r.c
+	if !c.cfg.DisableSideChannel && !c.noReadSide.Load() {
+		f, err := c.dialSide(func(ctx context.Context, sl *side.Listener) error {
+			_, err := c.rpc.ReadChannel(ctx, &storev1.ReadChannelRequest{Socket: sl.Path, Token: sl.Token, From: off, ChunkBytes: int32(c.cfg.ChunkBytes)})
+			return err
+		})
+		if err == nil {
+			r.cur = &cursor{rs: newSideChunks(f), next: off}
+			return nil
+		}
+		if errors.Is(c.fail(errors.Unwrap(err)), ErrPluginShutdown) {
+			return err
+		}
+		if st, ok := status.FromError(errors.Unwrap(err)); !ok || st.Code() != codes.Unimplemented {
+			c.log.Warn("read side channel unavailable; reads use the gRPC stream", "error", err)
+		}
+		c.noReadSide.Store(true)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	rs, err := c.rpc.ReadStream(ctx, &storev1.ReadStreamRequest{From: off, MaxBytes: readStreamUnbounded, ChunkBytes: int32(c.cfg.ChunkBytes)})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("storeplugin: read stream at %d: %w", off, c.fail(err))
+	}
+	r.cur = &cursor{rs: &grpcChunks{rs: rs, cancel: cancel}, next: off}
+	return nil
+}
+
+// closeCursor ends the open stream, if any. Called with mu held.
+func (r *streamReader) closeCursor() {
+	if r.cur != nil {
+		r.cur.rs.Close()
+		r.cur = nil
+	}
+}
+
+// invalidate forgets everything (the log was truncated, or Close).
 func (r *streamReader) invalidate() {
 	r.mu.Lock()
-	r.epoch++
+	r.closeCursor()
 	r.chunks = nil
 	r.mu.Unlock()
 }
@@ -112,4 +238,116 @@ func (r *streamReader) trim(min int64) {
 	r.chunks = keep
 }
 
-func (r *streamReader) close() { r.invalidate() }
+// tail holds the newest bytes of the log as the host saw them go in: the
+// data of its AppendAt calls and the records its Appends brought back in
+// their acks (want_records). A master ships what it has just appended, so
+// its reads at the end of the log are answered here without a round trip.
+// Blocks only grow at their end: the bytes behind a view never change, and
+// views need no release (a dropped block lives while a view holds it).
+type tail struct {
+	mu     sync.Mutex
+	limit  int // bytes kept at most, counted in whole blocks
+	held   int
+	blocks []tailBlock // ascending offsets, each contiguous in itself
+}
+
+type tailBlock struct {
+	off  int64
+	data []byte // filled part; cap is the block's room
+}
+
+// Sizes of the tail's blocks: small writes (records) are copied into
+// blocks of tailBlockBytes; a write of at least tailOwnBytes (a slave's
+// frame, already the host's own copy) becomes a block of its own.
+const (
+	tailBlockBytes = 256 << 10
+	tailOwnBytes   = 16 << 10
+)
+
+func newTail(limit int) *tail { return &tail{limit: limit} }
+
+// adopt records the bytes of a batch's successful appends, in order.
+func (t *tail) adopt(ops []*pendingOp, results []*storev1.OpResult) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, op := range ops {
+		res := results[i]
+		switch o := op.op.Op.(type) {
+		case *storev1.AppendOp_Raw:
+			if !op.queued && res.Error == nil && len(o.Raw.Data) > 0 {
+				t.put(o.Raw.Offset, o.Raw.Data, true)
+			}
+		case *storev1.AppendOp_Message:
+			if res.Result != nil && len(res.Record) == int(res.Result.Size) && len(res.Record) > 0 {
+				t.put(res.Result.Offset, res.Record, false)
+			}
+		}
+	}
+}
+
+// add records data at off (a queued AppendAt: before its ack).
+func (t *tail) add(off int64, data []byte) {
+	t.mu.Lock()
+	t.put(off, data, true)
+	t.mu.Unlock()
+}
+
+// put appends data at off: to the last block when it continues it and has
+// room, else in a new block. own: data is the host's and never changes,
+// so a large one is kept without a copy. Called with mu held.
+func (t *tail) put(off int64, data []byte, own bool) {
+	if n := len(t.blocks); n > 0 {
+		last := &t.blocks[n-1]
+		if last.off+int64(len(last.data)) == off && cap(last.data)-len(last.data) >= len(data) {
+			last.data = append(last.data, data...)
+			return
+		}
+	}
+	var b []byte
+	if own && len(data) >= tailOwnBytes {
+		b = data[:len(data):len(data)]
+	} else {
+		b = append(make([]byte, 0, max(tailBlockBytes, len(data))), data...)
+	}
+	t.blocks = append(t.blocks, tailBlock{off: off, data: b})
+	t.held += cap(b)
+	for len(t.blocks) > 1 && t.held > t.limit {
+		t.held -= cap(t.blocks[0].data)
+		t.blocks[0] = tailBlock{}
+		t.blocks = t.blocks[1:]
+	}
+}
+
+// read returns bytes [off, end) or fewer, from the block that holds off.
+func (t *tail) read(off, end int64) (store.View, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := sort.Search(len(t.blocks), func(i int) bool {
+		b := t.blocks[i]
+		return b.off+int64(len(b.data)) > off
+	})
+	if i == len(t.blocks) || t.blocks[i].off > off {
+		return store.View{}, false
+	}
+	b := t.blocks[i]
+	hi := min(end, b.off+int64(len(b.data)))
+	return store.View{Offset: off, Data: b.data[off-b.off : hi-b.off : hi-b.off]}, true
+}
+
+// invalidate forgets everything (the log was truncated).
+func (t *tail) invalidate() {
+	t.mu.Lock()
+	t.blocks, t.held = nil, 0
+	t.mu.Unlock()
+}
+
+// trim drops the blocks wholly below min (retention removed them).
+func (t *tail) trim(min int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for len(t.blocks) > 0 && t.blocks[0].off+int64(len(t.blocks[0].data)) <= min {
+		t.held -= cap(t.blocks[0].data)
+		t.blocks[0] = tailBlock{}
+		t.blocks = t.blocks[1:]
+	}
+}

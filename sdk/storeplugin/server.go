@@ -3,9 +3,7 @@ package storeplugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -34,13 +32,13 @@ type server struct {
 	open   Opener
 	logger hclog.Logger
 
-	mu     sync.Mutex // guards st, closed and orders bounds snapshots with seq
+	mu     sync.Mutex // guards st, closed, gen and orders bounds snapshots with seq
 	st     store.Store
 	closed bool
+	gen    uint64 // bumped by every Open: a Watch of an earlier store ends
 	seq    uint64
 
-	files inPlaceFiles // for InPlace ops; used by the Append stream only
-	sides sideConns    // append side channels
+	sides sideConns // append side channels
 }
 
 func newServer(open Opener, logger hclog.Logger) *server {
@@ -76,7 +74,7 @@ func (s *server) bounds(st store.Store) *storev1.Bounds {
 func (s *server) Open(ctx context.Context, req *storev1.OpenRequest) (*storev1.OpenResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.st != nil || s.closed {
+	if s.st != nil && !s.closed {
 		return nil, status.Error(codes.AlreadyExists, "storeplugin: store already opened")
 	}
 	if s.open == nil {
@@ -91,11 +89,10 @@ func (s *server) Open(ctx context.Context, req *storev1.OpenRequest) (*storev1.O
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	s.st = st
-	_, shares := st.(SegmentFiles)
-	_, noWrites := st.(NoHostWrites)
+	s.st, s.closed = st, false
+	s.gen++
 	s.seq++
-	return &storev1.OpenResponse{Bounds: boundsToProto(st.Bounds(), s.seq), SharesFiles: shares, NoHostWrites: noWrites}, nil
+	return &storev1.OpenResponse{Bounds: boundsToProto(st.Bounds(), s.seq)}, nil
 }
 
 func (s *server) GetBounds(context.Context, *storev1.BoundsRequest) (*storev1.Bounds, error) {
@@ -111,7 +108,6 @@ func (s *server) Truncate(_ context.Context, req *storev1.TruncateRequest) (*sto
 	if err != nil {
 		return nil, err
 	}
-	s.files.close()
 	if err := st.Truncate(req.Offset); err != nil {
 		return nil, toStatus(err)
 	}
@@ -153,22 +149,6 @@ func (s *server) ReadMessages(_ context.Context, req *storev1.ReadMessagesReques
 	return out, nil
 }
 
-func (s *server) SegmentFile(_ context.Context, req *storev1.SegmentFileRequest) (*storev1.SegmentFileResponse, error) {
-	st, err := s.store()
-	if err != nil {
-		return nil, err
-	}
-	sf, ok := st.(SegmentFiles)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "storeplugin: store does not share its files")
-	}
-	path, ok := sf.SegmentFile(req.Base)
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "storeplugin: no segment file at base %d", req.Base)
-	}
-	return &storev1.SegmentFileResponse{Path: path}, nil
-}
-
 func (s *server) Close(context.Context, *storev1.CloseRequest) (*storev1.CloseResponse, error) {
 	s.mu.Lock()
 	st := s.st
@@ -182,7 +162,6 @@ func (s *server) Close(context.Context, *storev1.CloseRequest) (*storev1.CloseRe
 	if st == nil {
 		return &storev1.CloseResponse{}, nil
 	}
-	s.files.close()
 	if err := st.Close(); err != nil {
 		return nil, toStatus(err)
 	}
@@ -200,8 +179,11 @@ func (s *server) Append(stream storev1.Store_AppendServer) error {
 
 // serveAppend is the plugin's end of one append stream (gRPC or side
 // channel): it applies each batch in order and answers it with one ack.
+// When the batch asks (want_records), each stored Append's bytes go back in
+// its result, read through Store.Read and released once the ack is sent.
 // It returns nil when the host ends the stream.
 func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*storev1.AppendBatch, error), send func(*storev1.AppendAck) error) error {
+	var views []store.View
 	for {
 		b, err := recv()
 		if errors.Is(err, io.EOF) {
@@ -211,6 +193,7 @@ func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*
 			return err
 		}
 		ack := &storev1.AppendAck{Seq: b.Seq, Results: make([]*storev1.OpResult, len(b.Ops))}
+		views = views[:0]
 		for i, op := range b.Ops {
 			r := &storev1.OpResult{}
 			switch o := op.Op.(type) {
@@ -218,11 +201,14 @@ func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*
 				m := messageFromProto(o.Message)
 				res, err := st.Append(ctx, &m)
 				r.Result, r.Error = resultToProto(res), encodeError(err)
+				if b.WantRecords && res.Size > 0 && (err == nil || errors.Is(err, store.ErrFlushDiskTimeout)) {
+					if v, ok := readRecord(st, res); ok {
+						r.Record = v.Data
+						views = append(views, v)
+					}
+				}
 			case *storev1.AppendOp_Raw:
 				max, err := st.AppendAt(o.Raw.Offset, o.Raw.Data)
-				r.MaxOffset, r.Error = max, encodeError(err)
-			case *storev1.AppendOp_InPlace:
-				max, err := s.files.appendInPlace(st, o.InPlace.Offset, o.InPlace.Length)
 				r.MaxOffset, r.Error = max, encodeError(err)
 			default:
 				r.Error = &storev1.Error{Code: int32(codes.InvalidArgument), Message: "storeplugin: empty append op"}
@@ -230,7 +216,11 @@ func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*
 			ack.Results[i] = r
 		}
 		ack.Bounds = s.bounds(st)
-		if err := send(ack); err != nil {
+		err = send(ack) // encodes before it returns
+		for i := range views {
+			views[i].Release()
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -248,12 +238,17 @@ func (s *server) ReadStream(req *storev1.ReadStreamRequest, stream storev1.Store
 	if err != nil {
 		return err
 	}
-	chunk := int(req.ChunkBytes)
+	return sendChunks(st, req.From, req.MaxBytes, int(req.ChunkBytes), stream.Send)
+}
+
+// sendChunks sends the stored bytes from off, in chunks of at most chunk
+// bytes, until left bytes or the max offset. send encodes the chunk before
+// it returns (the view is released after it).
+func sendChunks(st store.Store, off, left int64, chunk int, send func(*storev1.Chunk) error) error {
 	if chunk <= 0 {
 		chunk = defaultChunkBytes
 	}
 	chunk = min(chunk, maxChunkBytes)
-	off, left := req.From, req.MaxBytes
 	if left <= 0 {
 		left = int64(chunk)
 	}
@@ -267,7 +262,7 @@ func (s *server) ReadStream(req *storev1.ReadStreamRequest, stream storev1.Store
 			v.Release()
 			return nil
 		}
-		err = stream.Send(&storev1.Chunk{Offset: off, Data: v.Data}) // Send encodes before returning
+		err = send(&storev1.Chunk{Offset: off, Data: v.Data})
 		v.Release()
 		if err != nil {
 			return err
@@ -280,9 +275,14 @@ func (s *server) ReadStream(req *storev1.ReadStreamRequest, stream storev1.Store
 
 // Watch pushes the bounds whenever they change.
 func (s *server) Watch(_ *storev1.WatchRequest, stream storev1.Store_WatchServer) error {
-	st, err := s.store()
-	if err != nil {
-		return err
+	s.mu.Lock()
+	st, gen, closed := s.st, s.gen, s.closed
+	s.mu.Unlock()
+	if closed {
+		return toStatus(store.ErrClosed)
+	}
+	if st == nil {
+		return errNotOpen
 	}
 	ch := make(chan struct{}, 1)
 	cancel := st.Watch(ch)
@@ -305,7 +305,7 @@ func (s *server) Watch(_ *storev1.WatchRequest, stream storev1.Store_WatchServer
 			}
 		}
 		s.mu.Lock()
-		closed := s.closed
+		closed := s.closed || s.gen != gen
 		s.mu.Unlock()
 		if closed {
 			return toStatus(store.ErrClosed)
@@ -319,59 +319,16 @@ func (s *server) Watch(_ *storev1.WatchRequest, stream storev1.Store_WatchServer
 	}
 }
 
-// inPlaceFiles reads the bytes of InPlace ops back from the shared segment
-// files (read-only descriptors, cached per segment).
-type inPlaceFiles struct {
-	mu    sync.Mutex
-	files map[int64]*os.File
-	buf   []byte
-}
-
-// maxInPlace bounds one InPlace op (a frame is at most 4 MiB).
-const maxInPlace = 64 << 20
-
-func (f *inPlaceFiles) appendInPlace(st store.Store, offset, length int64) (int64, error) {
-	sf, ok := st.(SegmentFiles)
-	if _, no := st.(NoHostWrites); !ok || no {
-		return 0, fmt.Errorf("storeplugin: in-place append at %d: the store does not take host writes into its files: %w", offset, store.ErrCorrupt)
+// readRecord reads back the bytes an Append stored (one record never spans
+// two segments, so one Read covers it). ok=false when the store gives less.
+func readRecord(st store.Store, res store.AppendResult) (store.View, bool) {
+	v, err := st.Read(res.Offset, int(res.Size))
+	if err != nil {
+		return store.View{}, false
 	}
-	if length < 0 || length > maxInPlace {
-		return 0, fmt.Errorf("storeplugin: in-place append of %d bytes: %w", length, store.ErrSegmentOverflow)
+	if len(v.Data) != int(res.Size) {
+		v.Release()
+		return store.View{}, false
 	}
-	b := st.Bounds()
-	base := segmentBase(offset, b)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	file := f.files[base]
-	if file == nil {
-		path, ok := sf.SegmentFile(base)
-		if !ok {
-			return b.Max, fmt.Errorf("storeplugin: in-place append at %d: no segment file at %d: %w", offset, base, store.ErrOffsetMismatch)
-		}
-		var err error
-		if file, err = os.Open(path); err != nil {
-			return b.Max, fmt.Errorf("storeplugin: in-place append at %d: %w", offset, err)
-		}
-		if f.files == nil {
-			f.files = map[int64]*os.File{}
-		}
-		f.files[base] = file
-	}
-	if int64(cap(f.buf)) < length {
-		f.buf = make([]byte, length)
-	}
-	buf := f.buf[:length]
-	if _, err := file.ReadAt(buf, offset-base); err != nil {
-		return b.Max, fmt.Errorf("storeplugin: in-place append at %d: %w", offset, err)
-	}
-	return st.AppendAt(offset, buf)
-}
-
-func (f *inPlaceFiles) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for b, file := range f.files {
-		file.Close()
-		delete(f.files, b)
-	}
+	return v, true
 }

@@ -1,104 +1,27 @@
 package storeplugin
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/replicatorhq/replicator/sdk/plugin"
+	"github.com/replicatorhq/replicator/sdk/internal/grpcopt"
+	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
+	sdkstore "github.com/replicatorhq/replicator/sdk/store"
 )
 
-// The append side channel: the append stream's messages (AppendBatch,
-// AppendAck) on a plain unix socket the host offers through the
-// AppendChannel call (sdk/plugin's side channels: a private socket and a
-// token). Each message is one frame:
-//
-//	 0                4                       4+len
-//	+----------------+-----------------------+
-//	| len  u32 (BE)  | protobuf message      |
-//	+----------------+-----------------------+
-//
-// len is at most plugin.MaxMessageBytes, checked before allocating. The
-// channel carries one append stream: batches host -> plugin, one ack per
-// batch plugin -> host, in order; the host half-closes to end it.
-
-// frameHeader is the length prefix of a side channel frame.
-const frameHeader = 4
-
-// errFrameTooLarge: a frame's length is above plugin.MaxMessageBytes.
-var errFrameTooLarge = errors.New("storeplugin: append channel frame too large")
-
-// frameConn reads and writes frames on one side channel connection. One
-// goroutine writes, one reads.
-type frameConn struct {
-	c    *net.UnixConn
-	r    *bufio.Reader
-	wbuf []byte
-	rbuf []byte
-}
-
-func newFrameConn(c *net.UnixConn) *frameConn {
-	return &frameConn{c: c, r: bufio.NewReaderSize(c, 64<<10)}
-}
-
-// readFrom returns a frameConn that only reads, from r (fuzzing).
-func readFrom(r io.Reader) *frameConn { return &frameConn{r: bufio.NewReader(r)} }
-
-// write sends m as one frame with one write.
-func (f *frameConn) write(m proto.Message) error {
-	buf := append(f.wbuf[:0], 0, 0, 0, 0)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, m)
-	if err != nil {
-		return fmt.Errorf("storeplugin: append channel: %w", err)
-	}
-	n := len(buf) - frameHeader
-	if n > plugin.MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes", errFrameTooLarge, n)
-	}
-	binary.BigEndian.PutUint32(buf, uint32(n))
-	f.wbuf = buf
-	if _, err := f.c.Write(buf); err != nil {
-		return fmt.Errorf("storeplugin: append channel: %w", err)
-	}
-	return nil
-}
-
-// read receives one frame into m. io.EOF means the peer ended the stream
-// cleanly on a frame boundary.
-func (f *frameConn) read(m proto.Message) error {
-	var h [frameHeader]byte
-	if _, err := io.ReadFull(f.r, h[:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.EOF
-		}
-		return fmt.Errorf("storeplugin: append channel: %w", err)
-	}
-	n := binary.BigEndian.Uint32(h[:])
-	if n > plugin.MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes", errFrameTooLarge, n)
-	}
-	if cap(f.rbuf) < int(n) {
-		f.rbuf = make([]byte, n)
-	}
-	b := f.rbuf[:n]
-	if _, err := io.ReadFull(f.r, b); err != nil {
-		return fmt.Errorf("storeplugin: append channel: %w", io.ErrUnexpectedEOF)
-	}
-	if err := proto.Unmarshal(b, m); err != nil {
-		return fmt.Errorf("storeplugin: append channel: %w", err)
-	}
-	return nil
-}
+// The append side channel: the append stream's messages (AppendBatch host
+// -> plugin, one AppendAck per batch plugin -> host, in order) as
+// length-framed protobuf on a plain unix socket the host offers through the
+// AppendChannel call (sdk/internal/side); the host half-closes to end it.
 
 // appendConn is one append stream as the appender sees it: the gRPC Append
 // stream or a side channel.
@@ -109,26 +32,23 @@ type appendConn interface {
 }
 
 // sideStream is the host's end of an append side channel.
-type sideStream struct {
-	f *frameConn
-}
+type sideStream struct{ f *side.FrameConn }
 
-func (s *sideStream) Send(b *storev1.AppendBatch) error { return s.f.write(b) }
+func (s *sideStream) Send(b *storev1.AppendBatch) error { return s.f.Write(b) }
 
 func (s *sideStream) Recv() (*storev1.AppendAck, error) {
 	ack := &storev1.AppendAck{}
-	if err := s.f.read(ack); err != nil {
+	if err := s.f.Read(ack); err != nil {
+		s.f.Close()
 		if errors.Is(err, io.EOF) {
-			s.f.c.Close()
 			return nil, io.EOF
 		}
-		s.f.c.Close()
-		return nil, fmt.Errorf("%w: %v", ErrPluginShutdown, err)
+		return nil, fmt.Errorf("%w: %w", ErrPluginShutdown, err)
 	}
 	return ack, nil
 }
 
-func (s *sideStream) CloseSend() error { return s.f.c.CloseWrite() }
+func (s *sideStream) CloseSend() error { return s.f.CloseWrite() }
 
 // openAppend opens an append stream: the side channel when the plugin
 // offers it (and the config allows it), else the gRPC Append stream.
@@ -152,7 +72,22 @@ func (c *Client) openAppend() (appendConn, error) {
 }
 
 func (c *Client) openSide() (appendConn, error) {
-	side, err := plugin.ListenSide()
+	f, err := c.dialSide(func(ctx context.Context, sl *side.Listener) error {
+		_, err := c.rpc.AppendChannel(ctx, &storev1.AppendChannelRequest{Socket: sl.Path, Token: sl.Token})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sideStream{f: f}, nil
+}
+
+// dialSide sets up a side channel: it listens, makes the call that asks
+// the plugin to dial in (call gets the listener's path and token), and
+// returns the accepted connection. A failed call comes back wrapped once
+// (errors.Unwrap gives the gRPC error).
+func (c *Client) dialSide(call func(context.Context, *side.Listener) error) (*side.FrameConn, error) {
+	sl, err := side.Listen()
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +99,10 @@ func (c *Client) openSide() (appendConn, error) {
 	}
 	got := make(chan accepted, 1)
 	go func() {
-		uc, err := side.Accept(ctx)
+		uc, err := sl.Accept(ctx)
 		got <- accepted{uc, err}
 	}()
-	_, rerr := c.rpc.AppendChannel(ctx, &storev1.AppendChannelRequest{Socket: side.Path, Token: side.Token})
+	rerr := call(ctx, sl)
 	if rerr != nil {
 		cancel()
 	}
@@ -176,12 +111,12 @@ func (c *Client) openSide() (appendConn, error) {
 		if a.c != nil {
 			a.c.Close()
 		}
-		return nil, fmt.Errorf("storeplugin: append channel: %w", rerr)
+		return nil, fmt.Errorf("storeplugin: side channel: %w", rerr)
 	}
 	if a.err != nil {
 		return nil, a.err
 	}
-	return &sideStream{f: newFrameConn(a.c)}, nil
+	return side.NewFrameConn(a.c, grpcopt.MaxMessageBytes), nil
 }
 
 // sideConns tracks the plugin's side channel connections, closed with the
@@ -192,7 +127,7 @@ type sideConns struct {
 	wg    sync.WaitGroup
 }
 
-func (s *sideConns) add(c *net.UnixConn) bool {
+func (s *sideConns) add(c *net.UnixConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conns == nil {
@@ -200,7 +135,6 @@ func (s *sideConns) add(c *net.UnixConn) bool {
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
-	return true
 }
 
 func (s *sideConns) done(c *net.UnixConn) {
@@ -221,30 +155,62 @@ func (s *sideConns) closeAll() {
 	s.wg.Wait()
 }
 
+// dialSide dials the host's side channel for a stream on the open store;
+// the caller serves it in a goroutine that ends with s.sides.done(c).
+func (s *server) dialSide(ctx context.Context, socket string, token []byte) (sdkstore.Store, *net.UnixConn, error) {
+	st, err := s.store()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := side.Dial(ctx, socket, token)
+	if err != nil {
+		return nil, nil, status.Error(codes.Unavailable, err.Error())
+	}
+	s.sides.add(c)
+	return st, c, nil
+}
+
 // AppendChannel dials the host's side channel and serves an append stream
 // on it until the host ends it or the store closes.
 func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRequest) (*storev1.AppendChannelResponse, error) {
-	st, err := s.store()
+	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
 	if err != nil {
 		return nil, err
 	}
-	c, err := plugin.DialSide(ctx, req.Socket, req.Token)
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
-	}
-	s.sides.add(c)
 	go func() {
 		defer s.sides.done(c)
-		f := newFrameConn(c)
+		f := side.NewFrameConn(c, grpcopt.MaxMessageBytes)
 		sctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		err := s.serveAppend(sctx, st, func() (*storev1.AppendBatch, error) {
 			b := &storev1.AppendBatch{}
-			return b, f.read(b)
-		}, func(a *storev1.AppendAck) error { return f.write(a) })
+			return b, f.Read(b)
+		}, func(a *storev1.AppendAck) error { return f.Write(a) })
 		if err != nil && !errors.Is(err, net.ErrClosed) {
 			s.logger.Warn("append channel ended", "error", err)
 		}
 	}()
 	return &storev1.AppendChannelResponse{}, nil
+}
+
+// ReadChannel dials the host's side channel and sends chunks from req.From
+// on it until the max offset (then it half-closes), the host closes it or
+// the store closes.
+func (s *server) ReadChannel(ctx context.Context, req *storev1.ReadChannelRequest) (*storev1.ReadChannelResponse, error) {
+	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer s.sides.done(c)
+		f := side.NewFrameConn(c, grpcopt.MaxMessageBytes)
+		err := sendChunks(st, req.From, readStreamUnbounded, int(req.ChunkBytes), func(ch *storev1.Chunk) error { return f.Write(ch) })
+		if err == nil {
+			err = f.CloseWrite()
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+			s.logger.Warn("read channel ended", "error", err)
+		}
+	}()
+	return &storev1.ReadChannelResponse{}, nil
 }

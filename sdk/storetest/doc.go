@@ -13,17 +13,24 @@
 //	}
 //
 //	func TestConformancePlugin(t *testing.T) {
-//		storetest.Run(t, storetest.PluginFactory(opener, storeplugin.ClientConfig{}))
+//		storetest.Run(t, storetest.ProcessFactory(t, "", storeplugin.ClientConfig{}))
 //	}
+//
+//	func TestMain(m *testing.M) {
+//		storetest.ServeInTestMain(opener) // the test binary is its own plugin
+//		os.Exit(m.Run())
+//	}
+//
+// ProcessFactory runs every store in a plugin process and reaches it
+// through the host's client (storeplugin.Client), as the daemon
+// does; PluginFactory serves the plugin's gRPC shim in the test's own
+// process (no binary needed). Across the boundary the contract is this
+// interface alone: the host never reads or writes the plugin's files.
 //
 // It covers appends (results, queue offsets, concurrency), raw appends at
 // the max offset (the slave path), reads (views, never across a segment end),
 // record decoding across segment boundaries and end-of-file fillers,
 // truncation, the sentinel errors, Watch, Close and recovery after a
 // restart, of a log written by Append and of a replica written by AppendAt.
-// Through PluginFactory, with a store that implements
-// storeplugin.SegmentFiles, the replica is written by the host's in-place
-// writes into the plugin's files: the replica restart case checks the
-// store meets that contract (see storeplugin.SegmentFiles). Every subtest
-// works in its own t.TempDir.
+// Every subtest works in its own t.TempDir.
 package storetest

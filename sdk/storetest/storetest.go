@@ -590,9 +590,8 @@ func testRestart(t *testing.T, open Factory) {
 	}
 }
 
-// testReplicaRestart: a replica written with AppendAt (through the plugin
-// boundary: the host's in-place writes into shared segment files) reopens
-// with the same bounds, bytes and records. A store that writes AppendAt's
+// testReplicaRestart: a replica written with AppendAt reopens with the
+// same bounds, bytes and records. A store that writes AppendAt's
 // bytes at the file's end instead of their offset, or that counts bytes
 // past its max offset as part of the log, fails here.
 func testReplicaRestart(t *testing.T, open Factory) {
@@ -637,8 +636,7 @@ func testReplicaRestart(t *testing.T, open Factory) {
 
 // testReplicaQueueOffsets: a log written with AppendAt (a replica) knows
 // its records' queue offsets: Append continues each queue where the copied
-// records left it (a promoted slave; and the host's own encoded appends
-// through the plugin boundary rely on it).
+// records left it (a promoted slave relies on it).
 func testReplicaQueueOffsets(t *testing.T, open Factory) {
 	src := openStore(t, open, t.TempDir())
 	defer closeStore(t, src)

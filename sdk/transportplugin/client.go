@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replicatorhq/replicator/sdk/plugin"
+	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/transportv1"
 	"github.com/replicatorhq/replicator/transport"
 )
@@ -71,7 +71,7 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 	if !fdSupported {
 		return nil, fmt.Errorf("transportplugin: open: %w", errNoFDSystem)
 	}
-	side, err := plugin.ListenSide()
+	sl, err := side.Listen()
 	if err != nil {
 		return nil, fmt.Errorf("transportplugin: open: %w", err)
 	}
@@ -82,10 +82,10 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 	}
 	got := make(chan accepted, 1)
 	go func() {
-		uc, err := side.Accept(actx)
+		uc, err := sl.Accept(actx)
 		got <- accepted{uc, err}
 	}()
-	_, rerr := c.rpc.Open(ctx, &transportv1.OpenRequest{Options: req.Options, FdSocket: side.Path, Token: side.Token})
+	_, rerr := c.rpc.Open(ctx, &transportv1.OpenRequest{Options: req.Options, FdSocket: sl.Path, Token: sl.Token})
 	if rerr != nil {
 		cancel()
 	}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/replicatorhq/replicator/sdk/internal/rpcerr"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 )
 
@@ -50,12 +51,12 @@ var errNoFDSystem = errors.New("transportplugin: passing descriptors needs a uni
 var ErrClosed = errors.New("transportplugin: closed")
 
 // errorTable maps the sentinels to gRPC codes; context errors and
-// Unavailable (plugin gone) are plugin.Decode's own.
-var errorTable = []plugin.ErrorCode{
+// Unavailable (plugin gone) are rpcerr.Decode's own.
+var errorTable = []rpcerr.ErrorCode{
 	{Err: ErrNoHandoff, Code: codes.FailedPrecondition, Reason: "NO_HANDOFF"},
 	{Err: ErrClosed, Code: codes.Aborted, Reason: "CLOSED"},
 	{Err: plugin.ErrPluginShutdown, Code: codes.Unavailable, Reason: "PLUGIN_SHUTDOWN"},
 }
 
-func toStatus(err error) error   { return plugin.ToStatus(errorTable, err) }
-func fromStatus(err error) error { return plugin.FromStatus(errorTable, err) }
+func toStatus(err error) error   { return rpcerr.ToStatus(errorTable, err) }
+func fromStatus(err error) error { return rpcerr.FromStatus(errorTable, err) }

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/replicatorhq/replicator/internal/backoff"
-	"github.com/replicatorhq/replicator/sdk/plugin"
+	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/transportv1"
 	"github.com/replicatorhq/replicator/transport"
 )
@@ -57,7 +57,7 @@ func (s *server) Open(ctx context.Context, req *transportv1.OpenRequest) (*trans
 	if !fdSupported {
 		return nil, status.Error(codes.Unimplemented, "transportplugin: this system cannot pass descriptors")
 	}
-	c, err := plugin.DialSide(ctx, req.FdSocket, req.Token)
+	c, err := side.Dial(ctx, req.FdSocket, req.Token)
 	if err != nil {
 		return nil, toStatus(err)
 	}

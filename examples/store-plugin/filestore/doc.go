@@ -16,6 +16,7 @@
 // with room for an end-of-file filler, the filler ([int32 remaining][int32
 // BlankMagic]) closes the segment and the record starts the next one, as
 // RocketMQ does. Open recovers the max offset by verifying the records of the
-// last segment and cuts a torn tail. It does not share its files with the
-// host, so the host reads it through the plugin's ReadStream.
+// last segment and cuts a torn tail. This layout is the store's own business:
+// the host reaches the store only through the sdk/store.Store interface
+// (sdk/storeplugin carries its calls), never through these files.
 package filestore

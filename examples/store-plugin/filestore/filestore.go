@@ -60,9 +60,6 @@ func Open(dir string, segSize int64) (*Store, error) {
 
 func (s *Store) segPath(base int64) string { return filepath.Join(s.dir, store.SegmentName(base)) }
 
-// Path is the file name of the segment starting at base.
-func (s *Store) Path(base int64) string { return s.segPath(base) }
-
 func (s *Store) recover() error {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // TestLocalStore runs the Source and Sink contract against stores made by
@@ -21,23 +22,23 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 		if err != nil || len(list) != 0 {
 			t.Fatalf("List = %+v %v", list, err)
 		}
-		if _, err := st.Get(ctx, "topics.json"); !errors.Is(err, metadata.ErrNotFound) {
+		if _, err := st.Get(ctx, "topics.json"); !errors.Is(err, meta.ErrNotFound) {
 			t.Fatalf("Get on empty = %v, want ErrNotFound", err)
 		}
 	})
 
 	t.Run("ApplyKeepsVersionsAndSorts", func(t *testing.T) {
 		st := open(t)
-		v1 := metadata.DataVersion{StateVersion: 1, Timestamp: 2, Counter: 3}
-		v2 := metadata.DataVersion{Counter: 9}
-		if err := st.Apply(ctx, []metadata.Document{
+		v1 := meta.DataVersion{StateVersion: 1, Timestamp: 2, Counter: 3}
+		v2 := meta.DataVersion{Counter: 9}
+		if err := st.Apply(ctx, []meta.Document{
 			{Name: "z.json", Version: v1, Body: body(`{"a":1}`)},
 			{Name: "a.json", Version: v2, Body: body(`{"dataVersion":{"counter":77},"b":[2]}`)},
 		}); err != nil {
 			t.Fatal(err)
 		}
 		list, err := st.List(ctx)
-		if err != nil || len(list) != 2 || list[0] != (metadata.Entry{Name: "a.json", Version: v2}) || list[1] != (metadata.Entry{Name: "z.json", Version: v1}) {
+		if err != nil || len(list) != 2 || list[0] != (meta.Entry{Name: "a.json", Version: v2}) || list[1] != (meta.Entry{Name: "z.json", Version: v1}) {
 			t.Fatalf("List = %+v %v", list, err)
 		}
 		d, err := st.Get(ctx, "a.json")
@@ -48,14 +49,14 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 
 	t.Run("ApplyReplacesAndIsIdempotent", func(t *testing.T) {
 		st := open(t)
-		doc := metadata.Document{Name: "t.json", Version: metadata.DataVersion{Counter: 1}, Body: body(`{"x":1}`)}
+		doc := meta.Document{Name: "t.json", Version: meta.DataVersion{Counter: 1}, Body: body(`{"x":1}`)}
 		for i := 0; i < 2; i++ {
-			if err := st.Apply(ctx, []metadata.Document{doc}); err != nil {
+			if err := st.Apply(ctx, []meta.Document{doc}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		doc.Version.Counter, doc.Body = 2, body(`{"x":2}`)
-		if err := st.Apply(ctx, []metadata.Document{doc}); err != nil {
+		if err := st.Apply(ctx, []meta.Document{doc}); err != nil {
 			t.Fatal(err)
 		}
 		if d, err := st.Get(ctx, "t.json"); err != nil || d.Version.Counter != 2 || string(d.Body) != `{"x":2}` {
@@ -68,16 +69,16 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 
 	t.Run("ApplyAllOrNothing", func(t *testing.T) {
 		st := open(t)
-		good := metadata.Document{Name: "good.json", Body: body(`{}`)}
+		good := meta.Document{Name: "good.json", Body: body(`{}`)}
 		for _, c := range []struct {
-			bad  metadata.Document
+			bad  meta.Document
 			want error
 		}{
-			{metadata.Document{Name: "../evil", Body: body(`{}`)}, metadata.ErrInvalidName},
-			{metadata.Document{Name: "bad.json", Body: body(`[1]`)}, metadata.ErrInvalidDocument},
-			{metadata.Document{Name: "good.json", Body: body(`{}`)}, metadata.ErrInvalidDocument},
+			{meta.Document{Name: "../evil", Body: body(`{}`)}, meta.ErrInvalidName},
+			{meta.Document{Name: "bad.json", Body: body(`[1]`)}, meta.ErrInvalidDocument},
+			{meta.Document{Name: "good.json", Body: body(`{}`)}, meta.ErrInvalidDocument},
 		} {
-			if err := st.Apply(ctx, []metadata.Document{good, c.bad}); !errors.Is(err, c.want) {
+			if err := st.Apply(ctx, []meta.Document{good, c.bad}); !errors.Is(err, c.want) {
 				t.Fatalf("Apply with %q = %v, want %v", c.bad.Name, err, c.want)
 			}
 			if list, _ := st.List(ctx); len(list) != 0 {
@@ -89,7 +90,7 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 	t.Run("CallerOwnsSlices", func(t *testing.T) {
 		st := open(t)
 		b := []byte(`{"k":"v"}`)
-		if err := st.Apply(ctx, []metadata.Document{{Name: "o.json", Body: b}}); err != nil {
+		if err := st.Apply(ctx, []meta.Document{{Name: "o.json", Body: b}}); err != nil {
 			t.Fatal(err)
 		}
 		copy(b, `{"k":"X"}`)
@@ -102,23 +103,23 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 
 	t.Run("DeleteWhenADeleter", func(t *testing.T) {
 		st := open(t)
-		del, ok := st.(metadata.Deleter)
+		del, ok := st.(meta.Deleter)
 		if !ok {
-			t.Skip("not a metadata.Deleter: the syncer keeps documents the master deleted")
+			t.Skip("not a meta.Deleter: the syncer keeps documents the master deleted")
 		}
-		if err := st.Apply(ctx, []metadata.Document{{Name: "a.json", Body: body(`{}`)}, {Name: "b.json", Body: body(`{}`)}}); err != nil {
+		if err := st.Apply(ctx, []meta.Document{{Name: "a.json", Body: body(`{}`)}, {Name: "b.json", Body: body(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := del.Delete(ctx, "a.json"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Get(ctx, "a.json"); !errors.Is(err, metadata.ErrNotFound) {
+		if _, err := st.Get(ctx, "a.json"); !errors.Is(err, meta.ErrNotFound) {
 			t.Fatalf("Get after Delete = %v", err)
 		}
-		if err := del.Delete(ctx, "a.json"); !errors.Is(err, metadata.ErrNotFound) {
+		if err := del.Delete(ctx, "a.json"); !errors.Is(err, meta.ErrNotFound) {
 			t.Fatalf("Delete again = %v", err)
 		}
-		if err := del.Delete(ctx, "../x"); !errors.Is(err, metadata.ErrInvalidName) {
+		if err := del.Delete(ctx, "../x"); !errors.Is(err, meta.ErrInvalidName) {
 			t.Fatalf("Delete of a bad name = %v", err)
 		}
 		if list, err := st.List(ctx); err != nil || len(list) != 1 || list[0].Name != "b.json" {
@@ -133,7 +134,7 @@ func TestLocalStore(t *testing.T, open func(t *testing.T) metadata.LocalStore) {
 		if _, err := st.List(cctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("List = %v", err)
 		}
-		if err := st.Apply(cctx, []metadata.Document{{Name: "c.json", Body: body(`{}`)}}); !errors.Is(err, context.Canceled) {
+		if err := st.Apply(cctx, []meta.Document{{Name: "c.json", Body: body(`{}`)}}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Apply = %v", err)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // Memory is an in-memory metadata.LocalStore with Put, for tests of code
@@ -22,7 +23,7 @@ import (
 type Memory struct {
 	mu   sync.Mutex
 	now  func() time.Time
-	docs map[string]metadata.Document
+	docs map[string]meta.Document
 	// FailApply, when set, is returned by Apply (nothing applied).
 	FailApply error
 	// Applies counts successful Apply calls with at least one document.
@@ -32,7 +33,7 @@ type Memory struct {
 var (
 	_ metadata.LocalStore    = (*Memory)(nil)
 	_ metadata.DocumentStore = (*Memory)(nil)
-	_ metadata.Deleter       = (*Memory)(nil)
+	_ meta.Deleter           = (*Memory)(nil)
 )
 
 // NewMemory returns an empty store; now stamps versions in Put (nil means
@@ -41,85 +42,85 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, docs: map[string]metadata.Document{}}
+	return &Memory{now: now, docs: map[string]meta.Document{}}
 }
 
-// List implements metadata.Source.
-func (m *Memory) List(ctx context.Context) ([]metadata.Entry, error) {
+// List implements meta.Source.
+func (m *Memory) List(ctx context.Context) ([]meta.Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]metadata.Entry, 0, len(m.docs))
+	out := make([]meta.Entry, 0, len(m.docs))
 	for _, d := range m.docs {
-		out = append(out, metadata.Entry{Name: d.Name, Version: d.Version})
+		out = append(out, meta.Entry{Name: d.Name, Version: d.Version})
 	}
-	slices.SortFunc(out, func(a, b metadata.Entry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b meta.Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-// Get implements metadata.Source.
-func (m *Memory) Get(ctx context.Context, name string) (metadata.Document, error) {
+// Get implements meta.Source.
+func (m *Memory) Get(ctx context.Context, name string) (meta.Document, error) {
 	if err := ctx.Err(); err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	if err := metadata.ValidateName(name); err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d, ok := m.docs[name]
 	if !ok {
-		return metadata.Document{}, fmt.Errorf("%w: %q", metadata.ErrNotFound, name)
+		return meta.Document{}, fmt.Errorf("%w: %q", meta.ErrNotFound, name)
 	}
 	d.Body = slices.Clone(d.Body)
 	return d, nil
 }
 
 // Put stores body under name with the next version, as metadata.Store.Put.
-func (m *Memory) Put(ctx context.Context, name string, body json.RawMessage) (metadata.Document, error) {
+func (m *Memory) Put(ctx context.Context, name string, body json.RawMessage) (meta.Document, error) {
 	if err := ctx.Err(); err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	if err := metadata.ValidateName(name); err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	if !json.Valid(body) {
-		return metadata.Document{}, fmt.Errorf("%w: not valid JSON", metadata.ErrInvalidDocument)
+		return meta.Document{}, fmt.Errorf("%w: not valid JSON", meta.ErrInvalidDocument)
 	}
 	_, canon, err := metadata.DecodeDocument(body)
 	if err != nil {
-		return metadata.Document{}, err
+		return meta.Document{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := metadata.Document{Name: name, Version: m.docs[name].Version.Next(m.now()), Body: canon}
+	d := meta.Document{Name: name, Version: m.docs[name].Version.Next(m.now()), Body: canon}
 	m.docs[name] = d
 	d.Body = slices.Clone(canon)
 	return d, nil
 }
 
-// Apply implements metadata.Sink.
-func (m *Memory) Apply(ctx context.Context, docs []metadata.Document) error {
+// Apply implements meta.Sink.
+func (m *Memory) Apply(ctx context.Context, docs []meta.Document) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	staged := make([]metadata.Document, 0, len(docs))
+	staged := make([]meta.Document, 0, len(docs))
 	seen := map[string]bool{}
 	for _, d := range docs {
 		if err := metadata.ValidateName(d.Name); err != nil {
 			return err
 		}
 		if seen[d.Name] {
-			return fmt.Errorf("%w: %q appears twice in one apply", metadata.ErrInvalidDocument, d.Name)
+			return fmt.Errorf("%w: %q appears twice in one apply", meta.ErrInvalidDocument, d.Name)
 		}
 		seen[d.Name] = true
 		_, body, err := metadata.DecodeDocument(d.Body)
 		if err != nil {
 			return fmt.Errorf("%q: %w", d.Name, err)
 		}
-		staged = append(staged, metadata.Document{Name: d.Name, Version: d.Version, Body: body})
+		staged = append(staged, meta.Document{Name: d.Name, Version: d.Version, Body: body})
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -135,7 +136,7 @@ func (m *Memory) Apply(ctx context.Context, docs []metadata.Document) error {
 	return nil
 }
 
-// Delete implements metadata.Deleter.
+// Delete implements meta.Deleter.
 func (m *Memory) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -146,7 +147,7 @@ func (m *Memory) Delete(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.docs[name]; !ok {
-		return fmt.Errorf("%w: %q", metadata.ErrNotFound, name)
+		return fmt.Errorf("%w: %q", meta.ErrNotFound, name)
 	}
 	delete(m.docs, name)
 	return nil

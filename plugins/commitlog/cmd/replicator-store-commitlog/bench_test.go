@@ -23,8 +23,8 @@ import (
 
 // The benchmarks of core (BenchmarkCatchUp, BenchmarkSyncPut) with the
 // store builtin (linked in) and external (this package's binary as a
-// go-plugin subprocess: appends batched on a stream, reads from the shared
-// segment files), side by side. "external-mtls" adds AutoMTLS, which the
+// go-plugin subprocess: appends batched on a stream, reads from what the
+// acks bring back or from ReadStream), side by side. "external-mtls" adds AutoMTLS, which the
 // daemon turns on.
 
 const benchSegment = 64 << 20

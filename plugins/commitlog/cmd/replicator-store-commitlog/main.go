@@ -1,7 +1,8 @@
 // Command replicator-store-commitlog serves the builtin commit-log store
-// (plugins/commitlog) as an external store plugin. It shares its segment
-// files: the host maps them read-only and reads the log without a round
-// trip; appends arrive in batches on the plugin's append stream.
+// (plugins/commitlog) as an external store plugin: the host reaches it only
+// through the sdk/store.Store interface (appends in batches on the append
+// stream, reads from what the acks bring back or from ReadStream), never
+// through its files.
 //
 //	go build -o bin/plugins/replicator-store-commitlog ./plugins/commitlog/cmd/replicator-store-commitlog
 //

@@ -3,31 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/sdk/storeplugin"
 )
-
-// sharedLog is a commitlog.Log that names its segment files for the host.
-// plugins/commitlog keeps fixed-size, preallocated segment files named by
-// their 20-digit start offset under DIR/commitlog, never shrinks one in
-// place and removes whole files only: the storeplugin.SegmentFiles contract.
-type sharedLog struct {
-	*commitlog.Log
-	dir string
-}
-
-func (s sharedLog) SegmentFile(base int64) (string, bool) {
-	p := filepath.Join(s.dir, "commitlog", store.SegmentName(base))
-	if _, err := os.Stat(p); err != nil {
-		return "", false
-	}
-	return p, true
-}
 
 // open is the plugin's storeplugin.Opener.
 func open(_ context.Context, req storeplugin.OpenRequest) (store.Store, error) {
@@ -61,9 +42,5 @@ func open(_ context.Context, req storeplugin.OpenRequest) (store.Store, error) {
 		}
 		o.Preallocate = b
 	}
-	l, err := commitlog.Open(req.Dir, o)
-	if err != nil {
-		return nil, err
-	}
-	return sharedLog{Log: l, dir: req.Dir}, nil
+	return commitlog.Open(req.Dir, o)
 }

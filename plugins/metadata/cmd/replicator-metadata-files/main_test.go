@@ -8,6 +8,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"go.uber.org/goleak"
 
+	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/metaplugin"
 )
 
@@ -46,26 +47,26 @@ func TestPluginMetadataOverGRPC(t *testing.T) {
 	if err != nil || got.Version != d.Version || string(got.Body) != `{"topicConfigTable":{"T":{"readQueueNums":4}}}` {
 		t.Fatalf("Get: %+v %v", got, err)
 	}
-	if err := s.Apply(ctx, []metaplugin.Document{got}); err != nil {
+	if err := s.Apply(ctx, []meta.Document{got}); err != nil {
 		t.Fatal(err)
 	}
 	sd, err := s.Get(ctx, "topics.json")
 	if err != nil || sd.Version != d.Version || string(sd.Body) != string(got.Body) {
 		t.Fatalf("slave copy: %+v %v", sd, err)
 	}
-	if _, err := s.Get(ctx, "absent.json"); !errors.Is(err, metaplugin.ErrNotFound) {
+	if _, err := s.Get(ctx, "absent.json"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("Get absent: %v, want ErrNotFound", err)
 	}
-	if _, err := m.Put(ctx, "../evil", []byte(`{}`)); !errors.Is(err, metaplugin.ErrInvalidName) {
+	if _, err := m.Put(ctx, "../evil", []byte(`{}`)); !errors.Is(err, meta.ErrInvalidName) {
 		t.Fatalf("Put bad name: %v, want ErrInvalidName", err)
 	}
-	if _, err := m.Put(ctx, "x.json", []byte(`[1]`)); !errors.Is(err, metaplugin.ErrInvalidDocument) {
+	if _, err := m.Put(ctx, "x.json", []byte(`[1]`)); !errors.Is(err, meta.ErrInvalidDocument) {
 		t.Fatalf("Put non-object: %v, want ErrInvalidDocument", err)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.List(ctx); !errors.Is(err, metaplugin.ErrClosed) {
+	if _, err := m.List(ctx); !errors.Is(err, meta.ErrClosed) {
 		t.Fatalf("List after Close: %v, want ErrClosed", err)
 	}
 	s.Close()

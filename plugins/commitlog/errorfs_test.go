@@ -5,29 +5,23 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
+	"github.com/replicatorhq/replicator/plugins/commitlog/vfs/errorfs"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
-func TestFaultsNilIsOff(t *testing.T) {
-	var f *Faults
-	if err := f.check(FaultSync, "x"); err != nil {
-		t.Fatalf("nil Faults injected %v", err)
-	}
-	f = &Faults{}
-	if err := f.check(FaultCreate, "x"); err != nil || f.Injected() != 0 {
-		t.Fatalf("Faults without Set injected %v (%d)", err, f.Injected())
-	}
-	f.Set(nil)
-	if err := f.check(FaultCreate, "x"); err != nil {
-		t.Fatalf("Set(nil) injected %v", err)
-	}
-	if FaultSync.String() != "sync" || FaultCreate.String() != "create" || FaultWrite.String() != "write" || FaultOp(9).String() != "FaultOp(9)" {
-		t.Fatal("FaultOp names")
-	}
+// faultyOptions are testOptions whose file system injects errors once a
+// test sets an injector.
+func faultyOptions(t testing.TB, segSize int64) (Options, *errorfs.FS) {
+	o := testOptions(t, segSize)
+	fsys := errorfs.Wrap(vfs.Default, nil)
+	o.FS = fsys
+	return o, fsys
 }
 
 // TestFaultSyncFailsSyncFlushAppend: an injected msync error fails a
@@ -35,19 +29,13 @@ func TestFaultsNilIsOff(t *testing.T) {
 // a reopened log holds the record.
 func TestFaultSyncFailsSyncFlushAppend(t *testing.T) {
 	dir := t.TempDir()
-	f := &Faults{}
-	o := testOptions(t, 64<<10)
-	o.FlushMode, o.Faults = FlushSync, f
+	o, f := faultyOptions(t, 64<<10)
+	o.FlushMode = FlushSync
 	l := mustOpen(t, dir, o)
 	if _, err := l.Append(context.Background(), testMsg("T", 0, 100, 1)); err != nil {
 		t.Fatal(err)
 	}
-	f.Set(func(op FaultOp, path string) error {
-		if op == FaultSync {
-			return syscall.EIO
-		}
-		return nil
-	})
+	f.SetInjector(errorfs.Always(syscall.EIO, errorfs.Kinds(errorfs.OpSync)))
 	res, err := l.Append(context.Background(), testMsg("T", 0, 100, 2))
 	if !errors.Is(err, syscall.EIO) || errors.Is(err, store.ErrFlushDiskTimeout) || !strings.Contains(err.Error(), "sync") {
 		t.Fatalf("Append with a failing msync: %v", err)
@@ -55,7 +43,7 @@ func TestFaultSyncFailsSyncFlushAppend(t *testing.T) {
 	if f.Injected() == 0 {
 		t.Fatal("nothing injected")
 	}
-	f.Clear()
+	f.SetInjector(nil)
 	mustClose(t, l)
 	l = mustOpen(t, dir, testOptions(t, 64<<10))
 	defer mustClose(t, l)
@@ -69,20 +57,14 @@ func TestFaultSyncFailsSyncFlushAppend(t *testing.T) {
 // stored, and appends work again once the fault clears.
 func TestFaultCreateFailsRoll(t *testing.T) {
 	dir := t.TempDir()
-	f := &Faults{}
-	o := testOptions(t, 16<<10)
-	o.Faults, o.Preallocate = f, false // no spare segment made before the fault
+	o, f := faultyOptions(t, 16<<10)
+	o.Preallocate = false // no spare segment made before the fault
 	l := mustOpen(t, dir, o)
 	defer mustClose(t, l)
 	if _, err := l.Append(context.Background(), testMsg("T", 0, 100, 1)); err != nil {
 		t.Fatal(err)
 	}
-	f.Set(func(op FaultOp, path string) error {
-		if op == FaultCreate {
-			return syscall.ENOSPC
-		}
-		return nil
-	})
+	f.SetInjector(errorfs.Always(syscall.ENOSPC, errorfs.And(errorfs.Kinds(errorfs.OpCreate), errorfs.InDir(filepath.Join(dir, allocDirName)))))
 	var err error
 	for i := int64(2); err == nil; i++ {
 		_, err = l.Append(context.Background(), testMsg("T", 0, 1000, i))
@@ -93,7 +75,7 @@ func TestFaultCreateFailsRoll(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Append needing a new segment: %v", err)
 	}
-	f.Clear()
+	f.SetInjector(nil)
 	if _, err := l.Append(context.Background(), testMsg("T", 0, 1000, 99)); err != nil {
 		t.Fatalf("Append after the fault cleared: %v", err)
 	}
@@ -115,9 +97,7 @@ func TestFaultWriteFailsReplicatedAppend(t *testing.T) {
 	for master.Bounds().Max < 3*fillChunk {
 		mustAppend(t, master, testMsg("T", 0, 4000, r.Int63()))
 	}
-	f := &Faults{}
-	o := testOptions(t, seg)
-	o.Faults = f
+	o, f := faultyOptions(t, seg)
 	l := mustOpen(t, t.TempDir(), o)
 	defer mustClose(t, l)
 	replicateFrom(t, master, l, 100_000, r, 8000)
@@ -129,16 +109,8 @@ func TestFaultWriteFailsReplicatedAppend(t *testing.T) {
 	data := bytes.Clone(v.Data)
 	v.Release()
 
-	writes := 0
-	f.Set(func(op FaultOp, path string) error {
-		if op != FaultWrite {
-			return nil
-		}
-		if writes++; writes == 2 {
-			return syscall.EIO
-		}
-		return nil
-	})
+	// The second write fails: AppendAtFrom's second chunk.
+	f.SetInjector(errorfs.OnIndex(2, syscall.EIO, errorfs.Kinds(errorfs.OpWrite)))
 	unchanged := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, syscall.EIO) {
@@ -154,11 +126,18 @@ func TestFaultWriteFailsReplicatedAppend(t *testing.T) {
 	}
 	_, err = l.AppendAtFrom(at, len(data), bytes.NewReader(data))
 	unchanged("AppendAtFrom", err)
-	writes = 1
+	f.SetInjector(errorfs.OnIndex(1, syscall.EIO, errorfs.Kinds(errorfs.OpWrite)))
 	_, err = l.AppendAt(at, data[:1000])
 	unchanged("AppendAt", err)
+	// A torn write: part of the bytes reach the file, then EIO.
+	f.SetInjector(errorfs.OnIndex(2, errorfs.Torn(fillChunk/3, syscall.EIO), errorfs.Kinds(errorfs.OpWrite)))
+	_, err = l.AppendAtFrom(at, len(data), bytes.NewReader(data))
+	unchanged("AppendAtFrom with a torn write", err)
+	f.SetInjector(errorfs.OnIndex(1, errorfs.Torn(700, syscall.EIO), errorfs.Kinds(errorfs.OpWrite)))
+	_, err = l.AppendAt(at, data[:1000])
+	unchanged("AppendAt with a torn write", err)
 
-	f.Clear()
+	f.SetInjector(nil)
 	if next, err := l.AppendAtFrom(at, len(data), bytes.NewReader(data)); err != nil || next != at+int64(len(data)) {
 		t.Fatalf("AppendAtFrom after the fault cleared: %d, %v", next, err)
 	}

@@ -1,4 +1,4 @@
-package plugin
+package grpcopt
 
 import (
 	"fmt"
@@ -73,7 +73,7 @@ func (codec) Name() string { return "proto" }
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
-		return nil, fmt.Errorf("plugin: cannot marshal %T, not a proto.Message", v)
+		return nil, fmt.Errorf("plugin codec: cannot marshal %T, not a proto.Message", v)
 	}
 	size := proto.Size(m)
 	opts := proto.MarshalOptions{UseCachedSize: true}
@@ -97,7 +97,7 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
 	if !ok {
-		return fmt.Errorf("plugin: cannot unmarshal into %T, not a proto.Message", v)
+		return fmt.Errorf("plugin codec: cannot unmarshal into %T, not a proto.Message", v)
 	}
 	buf := data.MaterializeToBuffer(pool)
 	defer buf.Free()
