@@ -43,7 +43,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	  done; \
 	done
 
-faults: ## the long fault suite: 60 master kills x 3 seeds, slave kills, network and disk faults, controller mode (6 faults x 30 cycles) (tens of minutes)
+faults: ## the long fault suite: 60 master kills x 3 seeds, slave kills, network and disk faults, controller mode (6 faults x 51 cycles) (tens of minutes)
 	@mkdir -p $(BIN); rc=0; REPLICATOR_FAULTS=long $(GO) test -count=1 -timeout 80m -v ./faults/ >$(BIN)/faults.log 2>&1 || rc=$$?; \
 	  grep -E -- '--- |RESULT|^(ok|FAIL)' $(BIN)/faults.log; echo "full log: $(BIN)/faults.log"; exit $$rc
 

@@ -72,6 +72,11 @@ type Result struct {
 	NextOffset  int64 // offset after the record
 	QueueOffset int64
 	Node        string // the node that stored it (host:port)
+	// Epoch and BrokerID (autoswitch and controller-mode nodes; 0 on a
+	// classic master): the master epoch the put was stored and
+	// acknowledged in, and the broker id of the node that acknowledged it.
+	Epoch    int32
+	BrokerID int64
 }
 
 // Defaults of the options.
@@ -217,8 +222,9 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithFollowMaster(false) makes a put that a slave or a demoted master
-// refuses fail at once with ErrNoMaster (not stored), instead of going to
-// the master the slave names or to the next address (the default).
+// refuses, or that a node without a known master refuses (an election),
+// fail at once with ErrNoMaster (not stored), instead of going to the
+// master the node names or to the next address (the default).
 func WithFollowMaster(follow bool) Option { return func(o *options) { o.noFollow = !follow } }
 
 // WithLogger logs connection changes (nil: none).

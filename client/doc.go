@@ -34,11 +34,14 @@
 //
 // A stored message has a Result: the RocketMQ put status (PUT_OK,
 // FLUSH_SLAVE_TIMEOUT, ... all mean stored on the master), its commit-log
-// offset, next offset and queue offset. A message that is not stored has a
-// *PutError that matches, with errors.Is, either ErrNotStored (certainly
-// not stored: sending it again is safe) or ErrMayBeStored (it reached a
-// node, or may have, and no answer came: sending it again may store it
-// twice), and one kind: ErrTooLarge, ErrInvalidMessage, ErrNoMaster,
+// offset, next offset and queue offset, the node that stored it, and, from
+// an autoswitch or controller-mode master, the master epoch the put was
+// stored and acknowledged in (Epoch) and that master's broker id
+// (BrokerID): the "epoch" and "broker_id" of the JSON API's answer. A
+// message that is not stored has a *PutError that matches, with
+// errors.Is, either ErrNotStored (certainly not stored: sending it again is
+// safe) or ErrMayBeStored (it reached a node, or may have, and no answer
+// came: sending it again may store it twice), and one kind: ErrTooLarge, ErrInvalidMessage, ErrNoMaster,
 // ErrUnavailable, ErrFenced (stored on a master that was demoted while it
 // waited for its slaves: it may be cut), ErrNoSpace, ErrUnauthenticated,
 // ErrProtocol, ErrInternal, ErrClosed, or the caller's context error.
@@ -48,13 +51,20 @@
 // The producer sends a message again only when it is certainly not stored:
 // the stream could not open (connection refused: the next address is
 // tried, with a pause from 10 ms to 1 s once every address failed), a slave
-// answered (slave write protection: the producer goes to the master the
-// slave names, else to the next address), a demoted master refused it
-// before storing it, or the node was shutting down. It retries for
-// WithRetryTimeout (30 s) at most, or until the Send's context ends. A
-// message sent on a stream that then broke (a node restart, a reset
-// connection, a node that stopped answering keepalive pings for 15 s) is
-// never sent again: its error says it may be stored.
+// or a master demoted or fenced before storing it answered (the producer
+// goes to the master the node names in master_api, as the JSON API's 403
+// does, else to the next address), a node knew no master to take it (a
+// controller-mode group during an election: ERROR_UNAVAILABLE, the JSON
+// API's 503 "stored":"no"; the next address, with the same pause), or the
+// node was shutting down. The master a node names is added to the
+// addresses, so that a producer dialed with one node follows the master
+// across failovers; redirects that go round every address without a node
+// storing a message (two nodes naming each other during a role change)
+// take the pause too. It retries for WithRetryTimeout (30 s) at most, or
+// until the Send's context ends. A message sent on a stream that then
+// broke (a node restart, a reset connection, a node that stopped answering
+// keepalive pings for 15 s) is never sent again: its error says it may be
+// stored.
 //
 // # Idle streams
 //

@@ -24,6 +24,7 @@ import (
 func (p *Producer) run() {
 	defer close(p.runDone)
 	backoff := time.Duration(0)
+	hops := 0 // redirects followed since a node last stored a message
 	for {
 		if !p.waitQueued() {
 			return
@@ -32,14 +33,23 @@ func (p *Producer) run() {
 		hp := p.addrs[p.cur]
 		p.mu.Unlock()
 		out := p.session(hp)
+		if out.stored {
+			backoff, hops = 0, 0
+		}
 		switch {
 		case out.next != "":
-			// A slave named its master: go there at once.
+			// A slave named its master: go there at once, unless the
+			// redirects went round every address without a node storing
+			// a message (during a role change two nodes can name each
+			// other): then with the growing pause.
 			p.mu.Lock()
 			p.cur = p.addAddrLocked(out.next, p.secure[hp] || p.opts.tls != nil)
+			n := len(p.addrs)
 			p.mu.Unlock()
 			p.log.Info("following the master", "from", hp, "to", out.next)
-			backoff = 0
+			if hops++; hops > n && !p.pause(&backoff) {
+				return
+			}
 			continue
 		case out.ok:
 			backoff = 0
@@ -54,16 +64,23 @@ func (p *Producer) run() {
 		p.failQueued(false, func(*Future) *PutError {
 			return &PutError{Storage: NotStored, Kind: out.kind, Node: hp, Message: out.msg}
 		})
-		if wrapped || len(p.addrs) == 1 {
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-p.closeCh:
-				t.Stop()
-				return
-			}
+		if (wrapped || len(p.addrs) == 1) && !p.pause(&backoff) {
+			return
 		}
+	}
+}
+
+// pause grows *backoff (minBackoff to maxBackoff) and waits that long;
+// false when the producer closed meanwhile.
+func (p *Producer) pause(backoff *time.Duration) bool {
+	*backoff = min(max(2**backoff, minBackoff), maxBackoff)
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.closeCh:
+		return false
 	}
 }
 
@@ -87,10 +104,11 @@ func (p *Producer) waitQueued() bool {
 
 // sessionEnd says how a stream ended.
 type sessionEnd struct {
-	ok   bool   // ended cleanly (idle, or drained with every message answered)
-	next string // a slave's master to go to
-	kind error  // why queued messages were not taken (not ok)
-	msg  string
+	ok     bool   // ended cleanly (idle, or drained with every message answered)
+	stored bool   // the node stored at least one message on this stream
+	next   string // a slave's master to go to
+	kind   error  // why queued messages were not taken (not ok)
+	msg    string
 }
 
 // session is one stream to hp.
@@ -107,6 +125,7 @@ type session struct {
 	stopOnce   sync.Once
 	next       string // redirect target
 	redirected bool
+	stored     bool          // a result said stored
 	open       int           // batches sent and not wholly answered
 	room       chan struct{} // an open batch closed (cap 1)
 	// idle is how long the writer waits without a batch to send before it
@@ -386,9 +405,12 @@ func (s *session) reader() error {
 func (s *session) settle(f *Future, r *producerv1.Result) bool {
 	switch r.GetStorage() {
 	case producerv1.Storage_STORAGE_STORED:
+		s.mu.Lock()
+		s.stored = true
+		s.mu.Unlock()
 		f.complete(Result{
 			Status: statusOf(r.GetStatus()), Offset: r.GetOffset(), NextOffset: r.GetNextOffset(),
-			QueueOffset: r.GetQueueOffset(), Node: s.hp,
+			QueueOffset: r.GetQueueOffset(), Node: s.hp, Epoch: r.GetEpoch(), BrokerID: r.GetBrokerId(),
 		}, nil)
 		return false
 	case producerv1.Storage_STORAGE_NOT_STORED:
@@ -400,7 +422,11 @@ func (s *session) settle(f *Future, r *producerv1.Result) bool {
 			e.Kind = ErrTooLarge
 		case producerv1.Error_ERROR_NO_SPACE:
 			e.Kind = ErrNoSpace
-		case producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED, producerv1.Error_ERROR_NOT_MASTER:
+		case producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED, producerv1.Error_ERROR_NOT_MASTER, producerv1.Error_ERROR_UNAVAILABLE:
+			// A slave or a demoted master (that may name the master), or
+			// a node that knows no master yet (an election): the master
+			// named, else the next address, with a pause once every
+			// address refused in a row.
 			e.Kind = ErrNoMaster
 			if s.p.opts.noFollow {
 				break
@@ -450,9 +476,16 @@ func (s *session) finish(rerr error) sessionEnd {
 		left = append(left, f)
 	}
 	clear(s.inflight)
-	next, stopped := s.next, s.redirected
+	next, stopped, stored := s.next, s.redirected, s.stored
 	s.mu.Unlock()
+	end := s.end(rerr, left, next, stopped)
+	end.stored = stored
+	return end
+}
 
+// end settles the messages left without an answer and says how the
+// stream ended.
+func (s *session) end(rerr error, left []*Future, next string, stopped bool) sessionEnd {
 	code := status.Code(rerr)
 	msg := ""
 	if rerr != nil && !errors.Is(rerr, io.EOF) {

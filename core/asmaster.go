@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,6 +67,57 @@ func (c *slaveConn) asReadLoop() {
 	}
 }
 
+// transfers remembers when the writer sent what: the master's max offset
+// at each recent transfer and its time, one record per transferGrain at
+// most (the newest transfer of a grain raises the grain's max offset,
+// keeping its time: an ack that reaches it proves the slave caught up at
+// least as of then). Written by the writer, read by the reader.
+type transfers struct {
+	mu   sync.Mutex
+	recs [transferRecs]transferRec
+	n    int // records written; the newest is recs[(n-1)%transferRecs]
+}
+
+type transferRec struct {
+	max int64
+	at  time.Time
+}
+
+// transferRecs records of transferGrain span at least 6.4 s of transfers:
+// an ack that lags less than that finds the transfer it reached.
+const (
+	transferRecs  = 128
+	transferGrain = 50 * time.Millisecond
+)
+
+// add records a transfer sent at t while the master's max offset was max.
+func (x *transfers) add(max int64, t time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.n > 0 {
+		last := &x.recs[(x.n-1)%transferRecs]
+		if t.Sub(last.at) < transferGrain {
+			last.max = max
+			return
+		}
+	}
+	x.recs[x.n%transferRecs] = transferRec{max: max, at: t}
+	x.n++
+}
+
+// caughtUpAt returns the time of the newest transfer whose max offset v
+// reaches; false when v reaches none that is remembered.
+func (x *transfers) caughtUpAt(v int64) (time.Time, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := x.n - 1; i >= 0 && i >= x.n-transferRecs; i-- {
+		if r := x.recs[i%transferRecs]; v >= r.max {
+			return r.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // onHandshake records the slave's handshake. A live connection with the
 // same broker id is replaced (closed). It returns false when it closed c.
 func (m *Master) onHandshake(c *slaveConn, h transport.SlaveHandshake) bool {
@@ -87,7 +139,13 @@ func (m *Master) onHandshake(c *slaveConn, h transport.SlaveHandshake) bool {
 	}
 	old := m.byID[h.BrokerID]
 	c.hsRead, c.brokerID, c.learner, c.syncFromLast = true, h.BrokerID, h.AsyncLearner, h.SyncFromLastFile
-	c.caughtUp = time.Now()
+	// The caught-up clock moves only on acks: a connection that replaces
+	// a live one of the same broker id keeps its time, a new one starts
+	// with none (a member reconnecting while its drop is in flight leaves
+	// at the next check unless it acks the master's max offset first).
+	if old != nil {
+		c.caughtUp = old.caughtUp
+	}
 	m.byID[h.BrokerID] = c
 	c.log = c.log.With("broker_id", h.BrokerID) // before the writer may read it
 	close(c.hsCh)
@@ -131,36 +189,43 @@ func (c *slaveConn) sendHandshake() bool {
 
 // onAckLocked is the autoswitch part of an ack: caught-up time, SyncStateSet
 // expansion, confirm offset. The caller holds m.mu.
+//
+// Acks are the only evidence that a slave holds the master's bytes, so
+// they alone move its caught-up time (AutoSwitchHAConnection's
+// maybeExpandInSyncStateSet): an ack of the master's max offset catches
+// the slave up now; an ack that reaches the max offset the writer saw at
+// a recent transfer catches it up at that transfer's time (RocketMQ keeps
+// the last transfer only, so that a slave a frame behind a master that
+// never stops writing never catches up); anything less leaves the time as
+// it was. The time never moves back. Bytes that left the master's socket
+// prove nothing: over a silent partition the socket keeps accepting
+// heartbeats and the little that timed-out puts write.
 func (m *Master) onAckLocked(c *slaveConn, v int64, now time.Time) {
 	if c.learner || m.byID[c.brokerID] != c {
 		return
 	}
 	maxOff := m.st.Bounds().Max
-	if v >= c.xferMax.Load() {
-		if v >= maxOff {
-			c.caughtUp = now
-		} else if t := c.xferTime.Load(); t != 0 {
-			c.caughtUp = time.Unix(0, t)
-		}
+	at, ok := now, v >= maxOff
+	if !ok {
+		at, ok = c.xfers.caughtUpAt(v)
+	}
+	if ok && at.After(c.caughtUp) {
+		c.caughtUp = at
 	}
 	_, member := m.sss.local[c.brokerID]
 	if member {
 		m.computeConfirmLocked()
 		return
 	}
-	if m.sss.remote == nil && v >= m.reportedConfirm(maxOff) && v >= m.epochStart {
+	if m.sss.remote == nil && m.fence == nil && v >= m.reportedConfirm(maxOff) && v >= m.epochStart {
+		// Joining is catching up: the ack holds everything the set
+		// confirmed, so the member's clock starts now.
+		c.caughtUp = now
 		next := maps.Clone(m.sss.local)
 		next[c.brokerID] = struct{}{}
 		c.log.Info("slave caught up: proposing it for the in-sync set", "ack", v, "confirm_offset", m.reportedConfirm(maxOff))
 		m.proposeLocked(next)
 	}
-}
-
-// caughtUpNow records that the writer found nothing to send to c.
-func (m *Master) caughtUpNow(c *slaveConn) {
-	m.mu.Lock()
-	c.caughtUp = time.Now()
-	m.mu.Unlock()
 }
 
 // memberGoneLocked drops a member whose last connection closed at once
@@ -345,8 +410,11 @@ func (m *Master) checkSyncStateSet() {
 		}
 		delete(next, id)
 		if c != nil {
-			m.log.Warn("in-sync slave has not caught up: proposing to drop it from the in-sync set", "broker_id", id,
-				"since", c.caughtUp, "max_time_not_catchup", m.cfg.MaxTimeSlaveNotCatchup)
+			args := []any{"broker_id", id, "ack", c.ack, "max_time_not_catchup", m.cfg.MaxTimeSlaveNotCatchup}
+			if !c.caughtUp.IsZero() {
+				args = append(args, "since", c.caughtUp, "for", now.Sub(c.caughtUp).Round(time.Millisecond))
+			}
+			m.log.Warn("in-sync slave has not acknowledged the master's max offset for too long: proposing to drop it from the in-sync set", args...)
 		}
 	}
 	if next != nil {

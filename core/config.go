@@ -51,7 +51,10 @@ type MasterConfig struct {
 	// SyncStateSet (autoswitch).
 	BrokerID int64
 	// MaxTimeSlaveNotCatchup: an in-sync member that has not caught up
-	// for this long is dropped from the SyncStateSet (default 15 s).
+	// for this long is dropped from the SyncStateSet (default 15 s). Only
+	// acks catch a member up (see the package documentation); an idle
+	// connection is heartbeated at a third of it at least, and the slave
+	// acks each heartbeat.
 	MaxTimeSlaveNotCatchup time.Duration
 	// CheckSyncStateSetPeriod is how often members are checked (default 5 s).
 	CheckSyncStateSetPeriod time.Duration
@@ -165,9 +168,12 @@ type SlaveConfig struct {
 	MasterAddr           string        // master's HA address (RocketMQ haMasterAddress)
 	ReportInterval       time.Duration // report at least this often (default 5s)
 	HousekeepingInterval time.Duration // close after reading nothing this long (default 20s)
-	ReconnectDelay       time.Duration // wait after a failed or dropped connection (default 5s)
-	ConnectTimeout       time.Duration // default 5s
-	MaxFrameBody         int           // reject frames with a larger size field (default 4 MiB - 12; autoswitch 4 MiB - 36)
+	// ReconnectDelay is the wait before reconnecting once a connection of
+	// this client was up (default 5s); until then (after Start, so after
+	// a role change) retries back off from 50 ms, doubling, up to it.
+	ReconnectDelay time.Duration
+	ConnectTimeout time.Duration // default 5s
+	MaxFrameBody   int           // reject frames with a larger size field (default 4 MiB - 12; autoswitch 4 MiB - 36)
 	// Protocol is the HA wire protocol spoken (default classic).
 	Protocol Protocol
 	// Epochs is the epoch file (autoswitch: required).

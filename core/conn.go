@@ -58,9 +58,8 @@ type slaveConn struct {
 	outOfRange atomic.Bool  // the writer's offset is outside the master's log
 
 	// autoswitch caught-up tracking (RocketMQ's lastMasterMaxOffset and
-	// lastTransferTimeMs), written by the writer
-	xferMax  atomic.Int64
-	xferTime atomic.Int64 // Unix nanoseconds
+	// lastTransferTimeMs, kept for recent transfers), written by the writer
+	xfers transfers
 }
 
 // ackCounts reports whether the connection's acks may count for group
@@ -243,7 +242,8 @@ func (c *slaveConn) writeLoop() {
 
 	g := newGather(m.cfg.TransferBatchSize, as)
 	lastWrite := time.Now()
-	hb := time.NewTimer(m.cfg.HeartbeatInterval)
+	every := m.heartbeatEvery()
+	hb := time.NewTimer(every)
 	defer hb.Stop()
 	for {
 		err := c.collect(g, next)
@@ -273,20 +273,17 @@ func (c *slaveConn) writeLoop() {
 			c.next.Store(next)
 			lastWrite = time.Now()
 			if as {
-				c.xferMax.Store(g.max)
-				c.xferTime.Store(lastWrite.UnixNano())
+				c.xfers.add(g.max, lastWrite)
 			}
 			if m.met != nil {
 				m.met.sentBytes.Add(float64(n))
 				m.met.sentFrames.Add(float64(frames))
 			}
 			continue
-		case as:
-			m.caughtUpNow(c)
 		}
 		// Nothing to send: heartbeat when due, else sleep until an append,
 		// the heartbeat deadline or close.
-		if d := m.cfg.HeartbeatInterval - time.Since(lastWrite); d > 0 {
+		if d := every - time.Since(lastWrite); d > 0 {
 			hb.Reset(d)
 			select {
 			case <-wake:
@@ -315,6 +312,20 @@ func (c *slaveConn) writeLoop() {
 		}
 	}
 }
+
+// heartbeatEvery is the writer's idle heartbeat interval: HeartbeatInterval;
+// in autoswitch at most a third of MaxTimeSlaveNotCatchup (not below
+// minHeartbeat), because a slave acks every heartbeat and its acks alone
+// keep it in the in-sync set: an idle, healthy member acks often enough
+// even when MaxTimeSlaveNotCatchup is below the slave's ReportInterval.
+func (m *Master) heartbeatEvery() time.Duration {
+	if m.byID == nil {
+		return m.cfg.HeartbeatInterval
+	}
+	return min(m.cfg.HeartbeatInterval, max(m.cfg.MaxTimeSlaveNotCatchup/3, minHeartbeat))
+}
+
+const minHeartbeat = 10 * time.Millisecond
 
 // errNoEpoch: no epoch entry covers an offset the writer has data for.
 var errNoEpoch = errors.New("no epoch entry covers the offset")

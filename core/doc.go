@@ -65,7 +65,12 @@
 // included), append bodies with Store.AppendAt, report after each applied
 // batch that grew the offset and at least every ReportInterval (5 s), close
 // after HousekeepingInterval (20 s) without reading, and reconnect after
-// ReconnectDelay (5 s). A frame that crosses the slave's own segment end
+// ReconnectDelay (5 s) once a connection of the client was up (RocketMQ's
+// steady state). Until then — after Start, so after every role change, as
+// Replica.BecomeSlave starts a new client — it retries after 50 ms,
+// doubling up to ReconnectDelay: a master named by an election opens its
+// HA listener a moment after the group names it, and its slaves' first
+// dial is often refused. A frame that crosses the slave's own segment end
 // (master and slave segment sizes differ) is logged once and shown in
 // SlaveStatus.SegmentError. Any store error other than the store's sentinels
 // stops replication (the store is unusable). SlaveNode.Put always fails with
@@ -127,7 +132,32 @@
 // Replica switches one store and epoch file between the two roles at run
 // time (BecomeMaster appends {epoch, max offset}; BecomeSlave fences the
 // master first), with OnConnect hooks pushed when the slave reaches
-// TRANSFER.
+// TRANSFER. BecomeMaster on a replica that is not master first cuts a
+// partial record at the log's end (its master died, or the link went,
+// while sending it: frames split records, and a master appends only at a
+// record boundary), logged at WARN with from, to and bytes and counted in
+// replicator_ha_truncated_bytes_total; controller mode (controller/member)
+// and a manual promote take the same path.
+//
+// # In-sync set membership
+//
+// A member's caught-up time moves only on its acks, as in RocketMQ 5's
+// AutoSwitchHAConnection: an ack of the master's max offset catches it up
+// now, an ack that reaches the max offset the writer saw at a recent
+// transfer catches it up at that transfer's time (the writer remembers
+// its transfers, one record per 50 ms over at least 6.4 s; RocketMQ keeps
+// only the last, so that a slave one frame behind a master that never
+// stops writing would never catch up). Bytes leaving the master's socket
+// prove nothing: a silently partitioned slave (acks lost, connection up)
+// leaves the set once MaxTimeSlaveNotCatchup passed since its last such
+// ack, at the next check (CheckSyncStateSetPeriod), not when its idle
+// connection finally closes. An idle member keeps acking: the autoswitch
+// slave acks every heartbeat, and the master heartbeats an idle connection
+// at min(HeartbeatInterval, MaxTimeSlaveNotCatchup/3), so that a healthy
+// member stays even when MaxTimeSlaveNotCatchup is below the slave's
+// ReportInterval. A slave joins the set only from an ack that reaches the
+// confirm offset (and the current epoch's start); a new connection of a
+// member's broker id keeps the member's caught-up time.
 //
 // # The slave's receive loop
 //
@@ -181,6 +211,7 @@
 //
 // Master and SlaveNode are safe for concurrent use. Master.mu guards the
 // connection set, the per-connection report state and the group-transfer
-// heap; no other lock is taken while holding it. On the slave a session's
+// heap; no other lock is taken while holding it but a connection's
+// transfer-record lock, a leaf. On the slave a session's
 // report lock is taken before SlaveNode.mu, never the other way round.
 package core

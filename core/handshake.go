@@ -31,7 +31,7 @@ func (ss *slaveSession) handshake(rx receiver) error {
 	ss.frames++
 	s.lastFrame.Store(time.Now().UnixNano())
 	if f.state != transport.StateHandshake {
-		s.log.Warn("closing master connection: state mismatch: expected the master's HANDSHAKE", "state", f.state.String(), "retry_in", s.cfg.ReconnectDelay)
+		s.log.Warn("closing master connection: state mismatch: expected the master's HANDSHAKE", "state", f.state.String(), "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("state mismatch: %v frame during HANDSHAKE", f.state)}
 	}
 	master := epochsOf(f.hs.Epochs)

@@ -107,6 +107,30 @@ func newMasterMetrics(r prometheus.Registerer) (*masterMetrics, error) {
 	return &m, nil
 }
 
+// truncatedCounter is replicator_ha_truncated_bytes_total, shared by the
+// slave's handshake truncation and Replica.BecomeMaster's partial-record
+// cut.
+func truncatedCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts(opts("truncated_bytes_total", truncatedHelp)))
+}
+
+const truncatedHelp = "Commit-log bytes cut (autoswitch): by a slave at a handshake to reach the consistent point with its master, " +
+	"or by a replica becoming master from a log that ended inside a record."
+
+// newTruncatedCounter registers truncatedCounter on r (or returns the one
+// registered); nil without a Registerer.
+func newTruncatedCounter(r prometheus.Registerer) (prometheus.Counter, error) {
+	if r == nil {
+		return nil, nil
+	}
+	var (
+		c   prometheus.Counter
+		err error
+	)
+	regInto(r, &c, truncatedCounter(), &err)
+	return c, err
+}
+
 func newSlaveMetrics(r prometheus.Registerer) (*slaveMetrics, error) {
 	if r == nil {
 		return nil, nil
@@ -122,7 +146,7 @@ func newSlaveMetrics(r prometheus.Registerer) (*slaveMetrics, error) {
 	regInto(r, &m.connected, prometheus.NewGauge(prometheus.GaugeOpts(opts("client_connected", "1 while the slave is connected to its master."))), &err)
 	regInto(r, &m.reconnects, prometheus.NewCounter(prometheus.CounterOpts(opts("client_reconnects_total", "Slave connection attempts after the first."))), &err)
 	regInto(r, &m.mismatches, prometheus.NewCounter(prometheus.CounterOpts(opts("offset_mismatches_total", "Frames whose offset differed from the slave's max offset (connection dropped)."))), &err)
-	regInto(r, &m.truncated, prometheus.NewCounter(prometheus.CounterOpts(opts("truncated_bytes_total", "Commit-log bytes cut by the slave at a handshake to reach the consistent point with its master (autoswitch)."))), &err)
+	regInto(r, &m.truncated, truncatedCounter(), &err)
 	regInto(r, &m.noConsistent, prometheus.NewCounter(prometheus.CounterOpts(opts("no_consistent_point_total", "Handshakes refused by the slave: no consistent point with the master, or a log without epoch history (autoswitch)."))), &err)
 	regInto(r, &m.diverged, prometheus.NewCounter(prometheus.CounterOpts(opts("diverged_log_total", "Classic sessions dropped by the slave: the master's bytes at its max offset are not a record."))), &err)
 	regInto(r, &m.hbOnly, prometheus.NewGauge(prometheus.GaugeOpts(opts("client_heartbeats_only", "1 while the master sends this slave heartbeats only although it holds more data: the slave's offset is outside the master's log (autoswitch)."))), &err)

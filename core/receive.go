@@ -176,6 +176,14 @@ func (ss *slaveSession) receive(rx receiver) error {
 			}
 			ss.setConfirm(f.th.ConfirmOffset)
 			ss.heartbeatOnly(f.th.ConfirmOffset)
+			if s.cfg.Protocol == ProtocolAutoSwitch {
+				// An autoswitch master keeps a member in its in-sync
+				// set on acks only: answer every heartbeat (the
+				// master paces them by MaxTimeSlaveNotCatchup).
+				if err := ss.report(true); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		// Append.
@@ -259,7 +267,7 @@ func (ss *slaveSession) setConfirm(c int64) {
 func (ss *slaveSession) checkFrame(f *rxFrame) error {
 	s := ss.s
 	if f.state != transport.StateTransfer {
-		s.log.Warn("closing master connection: state mismatch: a HANDSHAKE frame during TRANSFER", "state", f.state.String(), "retry_in", s.cfg.ReconnectDelay)
+		s.log.Warn("closing master connection: state mismatch: a HANDSHAKE frame during TRANSFER", "state", f.state.String(), "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("state mismatch: %v frame during TRANSFER", f.state)}
 	}
 	cur := ss.max.Load()
@@ -289,16 +297,16 @@ func (ss *slaveSession) checkEpoch(f *rxFrame) error {
 		return nil
 	case ss.hasEpoch && e < ss.lastEpoch:
 		s.log.Warn("closing master connection: frame of an older epoch than the local last epoch", "frame_epoch", e,
-			"local_epoch", ss.lastEpoch, "frame_offset", f.th.Offset, "retry_in", s.cfg.ReconnectDelay)
+			"local_epoch", ss.lastEpoch, "frame_offset", f.th.Offset, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("frame epoch %d older than the local epoch %d", e, ss.lastEpoch)}
 	case start > f.th.Offset:
 		s.log.Warn("closing master connection: frame epoch starts after the frame", "frame_epoch", e, "epoch_start", start,
-			"frame_offset", f.th.Offset, "retry_in", s.cfg.ReconnectDelay)
+			"frame_offset", f.th.Offset, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("epoch %d starts at %d, after the frame at %d", e, start, f.th.Offset)}
 	}
 	if err := s.cfg.Epochs.Append(e, start); err != nil {
 		s.log.Warn("closing master connection: the frame's epoch cannot be appended to the epoch file", "frame_epoch", e, "epoch_start", start,
-			"error", err, "retry_in", s.cfg.ReconnectDelay)
+			"error", err, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("append epoch %d-%d: %w", e, start, err)}
 	}
 	s.log.Info("new epoch from the master", "epoch", e, "start_offset", start)

@@ -74,6 +74,7 @@ type ReplicaStatus struct {
 type Replica struct {
 	cfg ReplicaConfig
 	log hclog.Logger
+	cut prometheus.Counter // replicator_ha_truncated_bytes_total; nil without a Registerer
 
 	mu         sync.Mutex // guards everything below; held across role changes
 	closed     bool
@@ -97,14 +98,19 @@ func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Replica{cfg: cfg, log: log.Named("replica")}, nil
+	cut, err := newTruncatedCounter(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("replicator: replica metrics: %w", err)
+	}
+	return &Replica{cfg: cfg, log: log.Named("replica"), cut: cut}, nil
 }
 
 // BecomeMaster makes the replica the master of epoch (0: the last epoch +
 // 1). It refuses an epoch that is not newer than the epoch file's last
 // (epoch.ErrNotNewer), except the current epoch of a replica that is
-// already master (no change). It stops the slave client, appends {epoch,
-// max offset} to the epoch file and starts a Master with the autoswitch
+// already master (no change). It stops the slave client, cuts a partial
+// record at the log's end (see cutPartialRecord), appends {epoch, max
+// offset} to the epoch file and starts a Master with the autoswitch
 // protocol on Master.ListenAddr. It returns the epoch now served.
 func (r *Replica) BecomeMaster(ep int32) (int32, error) {
 	r.mu.Lock()
@@ -129,9 +135,12 @@ func (r *Replica) BecomeMaster(ep int32) (int32, error) {
 		r.slave, r.masterAddr = nil, ""
 	}
 	if r.master != nil {
+		// A master's log ends at a record boundary: nothing to cut.
 		r.master.Fence(fmt.Errorf("%w: epoch %d replaced by %d", ErrFenced, last.Epoch, ep))
 		r.master.Close()
 		r.master = nil
+	} else if err := r.cutPartialRecord(); err != nil {
+		return 0, fmt.Errorf("replicator: become master of epoch %d: %w", ep, err)
 	}
 	b := r.cfg.Store.Bounds()
 	// Entries past the log's end (a crash between a learned epoch entry and
@@ -166,6 +175,45 @@ func (r *Replica) BecomeMaster(ep int32) (int32, error) {
 	r.master = m
 	r.log.Info("became master", "epoch", ep, "epoch_start", start, "max_offset", b.Max, "addr", m.Addr())
 	return ep, nil
+}
+
+// cutPartialRecord cuts the record the log ends inside of, if any: a
+// slave's log ends there when its master died (or was cut off) while
+// sending it, since frames split records. A master appends only at a
+// record boundary (a store whose log ends inside a record refuses
+// Append), so without the cut a promoted slave could not take a single
+// put. The cut bytes never covered a PUT_OK: a sync put waits for acks
+// past the end of its record. It scans the records of the last segment
+// (records never cross a segment end) with the slave client stopped.
+// The cut is logged at WARN and counted in
+// replicator_ha_truncated_bytes_total.
+func (r *Replica) cutPartialRecord() error {
+	st := r.cfg.Store
+	b := st.Bounds()
+	off := max(b.Min, b.LastSegmentStart)
+	for off < b.Max {
+		recs, next, err := st.ReadMessages(off, 256)
+		if err != nil {
+			return fmt.Errorf("scanning the log's last segment for a partial record at %d: %w", off, err)
+		}
+		if len(recs) == 0 || next <= off {
+			break
+		}
+		off = next
+	}
+	if off >= b.Max {
+		return nil
+	}
+	if err := st.Truncate(off); err != nil {
+		return fmt.Errorf("cutting the partial record at %d (max offset %d): %w", off, b.Max, err)
+	}
+	n := b.Max - off
+	r.log.Warn("cut the partial record the log ended inside of before becoming master (its master was sending it when the link or the master went)",
+		"from", b.Max, "to", off, "bytes", n)
+	if r.cut != nil {
+		r.cut.Add(float64(n))
+	}
+	return nil
 }
 
 // BecomeSlave makes the replica a slave of masterAddr: a master is fenced

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replicatorhq/replicator/core/epoch"
+	"github.com/replicatorhq/replicator/internal/backoff"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
@@ -53,6 +54,12 @@ type SlaveNode struct {
 	// NewSlave: recovered from disk or written as a master). Cleared once
 	// a session appended bytes (frames split records).
 	boundary atomic.Bool
+
+	// up: a connection of this client reached TRANSFER; from then on a
+	// retry waits ReconnectDelay. retry: the delay planned after the
+	// current session if it fails before that (see run).
+	up    atomic.Bool
+	retry atomic.Int64 // time.Duration
 
 	lastFrame atomic.Int64 // Unix nanoseconds of the last frame read; 0 = none
 	ackSent   atomic.Int64 // last offset reported; -1 before any
@@ -177,11 +184,33 @@ type loggedError struct{ error }
 
 func (e loggedError) Unwrap() error { return e.error }
 
+// Until a connection of a client reaches TRANSFER (after Start, so after
+// every role change: Replica.BecomeSlave starts a new client) it retries
+// quickly: the accept loops' backoff (internal/backoff) times
+// firstRetryScale, 50 ms doubling up to ReconnectDelay. A master named by
+// an election opens its HA listener a moment after the group names it,
+// so the first dial of its slaves is often refused, and a 5 s wait would
+// leave the group with one replica that long after every failover. Once
+// a connection was up, a retry waits ReconnectDelay, RocketMQ's
+// steady-state behaviour (a master that drops its slaves is not hammered).
+const firstRetryScale = 10
+
+// retryIn is the wait before the next connection attempt should the
+// current one fail now.
+func (s *SlaveNode) retryIn() time.Duration {
+	if s.up.Load() {
+		return s.cfg.ReconnectDelay
+	}
+	return time.Duration(s.retry.Load())
+}
+
 // run is the client loop: connect, replicate until the connection drops,
-// wait ReconnectDelay, again.
+// wait (retryIn), again.
 func (s *SlaveNode) run() {
 	defer s.wg.Done()
+	var bo backoff.Backoff
 	for attempt := 0; ; attempt++ {
+		s.retry.Store(int64(min(firstRetryScale*bo.Next(), s.cfg.ReconnectDelay)))
 		if attempt > 0 {
 			s.mu.Lock()
 			s.status.Reconnects++
@@ -198,11 +227,7 @@ func (s *SlaveNode) run() {
 			s.log.Error("replication stopped: the store failed", "error", err)
 			return
 		}
-		t := time.NewTimer(s.cfg.ReconnectDelay)
-		select {
-		case <-t.C:
-		case <-s.ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(s.retryIn(), s.ctx.Done()) {
 			return
 		}
 	}
@@ -229,7 +254,7 @@ func (s *SlaveNode) setUnhealthy(reason string, args ...any) {
 	s.status.Unhealthy = reason
 	s.mu.Unlock()
 	if first {
-		s.log.Error(reason, append(args, "retry_in", s.cfg.ReconnectDelay)...)
+		s.log.Error(reason, append(args, "retry_in", s.retryIn())...)
 	}
 }
 
@@ -252,7 +277,7 @@ func (s *SlaveNode) session() error {
 	cancel()
 	if err != nil {
 		if s.ctx.Err() == nil {
-			s.log.Warn("connect to master failed", "error", err, "retry_in", s.cfg.ReconnectDelay)
+			s.log.Warn("connect to master failed", "error", err, "retry_in", s.retryIn())
 			s.setError(fmt.Errorf("connect: %w", err))
 		}
 		return err
@@ -308,7 +333,7 @@ func (s *SlaveNode) session() error {
 	}
 	var le loggedError
 	if s.ctx.Err() == nil && !errors.As(err, &le) && !errors.Is(err, errStopped) {
-		args := []any{"reason", err, "retry_in", s.cfg.ReconnectDelay}
+		args := []any{"reason", err, "retry_in", s.retryIn()}
 		if n := s.resetCount(ss, err); n > 0 {
 			args = append(args, "resets_after_connect", n, "hint",
 				"the master resets this connection right after it opens: it may refuse this address (check its --ha-allow list)")
@@ -419,6 +444,7 @@ func (ss *slaveSession) run() error {
 		return err
 	}
 	s.setState(transport.StateTransfer)
+	s.up.Store(true)
 	s.mu.Lock()
 	hooks := s.hooks
 	s.mu.Unlock()
@@ -470,16 +496,16 @@ func (ss *slaveSession) readFailed(err error) error {
 	case s.ctx.Err() != nil:
 		return ErrClosed
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		s.log.Warn("closing idle master connection: nothing read", "idle", s.cfg.HousekeepingInterval, "retry_in", s.cfg.ReconnectDelay)
+		s.log.Warn("closing idle master connection: nothing read", "idle", s.cfg.HousekeepingInterval, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("idle for %v: %w", s.cfg.HousekeepingInterval, err)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("master closed the connection: %w", err)
 	case errors.Is(err, transport.ErrFrameTooLarge), errors.Is(err, transport.ErrNegativeSize), errors.Is(err, transport.ErrNegativeOffset),
 		errors.Is(err, transport.ErrBadHandshake), errors.Is(err, transport.ErrTooManyEpochs):
-		s.log.Warn("closing master connection: malformed frame", "error", err, "max_frame_body", s.cfg.MaxFrameBody, "retry_in", s.cfg.ReconnectDelay)
+		s.log.Warn("closing master connection: malformed frame", "error", err, "max_frame_body", s.cfg.MaxFrameBody, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("malformed frame: %w", err)}
 	case errors.Is(err, transport.ErrBadState):
-		s.log.Warn("closing master connection: frame state is neither HANDSHAKE nor TRANSFER (a classic master?)", "error", err, "retry_in", s.cfg.ReconnectDelay)
+		s.log.Warn("closing master connection: frame state is neither HANDSHAKE nor TRANSFER (a classic master?)", "error", err, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("state mismatch: %w", err)}
 	default:
 		return fmt.Errorf("read frame: %w", err)
@@ -491,7 +517,7 @@ func (ss *slaveSession) readFailed(err error) error {
 func (ss *slaveSession) mismatch(off int64, size int, cur int64) error {
 	s := ss.s
 	s.log.Warn("master pushed offset not equal to slave max offset; dropping connection",
-		"frame_offset", off, "slave_max", cur, "body", size, "retry_in", s.cfg.ReconnectDelay)
+		"frame_offset", off, "slave_max", cur, "body", size, "retry_in", s.retryIn())
 	if s.met != nil {
 		s.met.mismatches.Inc()
 	}
@@ -522,7 +548,7 @@ func (s *SlaveNode) appendFailed(off int64, size int, err error) error {
 			fmt.Sprintf("frame [%d, %d) crosses this slave's segment end (segment size %d): master and slave segment sizes differ",
 				off, off+int64(size), b.SegmentSize), "frame_offset", off, "body", size, "slave_segment_size", b.SegmentSize)
 	case errors.Is(err, store.ErrOffsetMismatch):
-		s.log.Warn("append refused: offset mismatch; dropping connection", "frame_offset", off, "error", err, "retry_in", s.cfg.ReconnectDelay)
+		s.log.Warn("append refused: offset mismatch; dropping connection", "frame_offset", off, "error", err, "retry_in", s.retryIn())
 		return loggedError{fmt.Errorf("append at %d: %w", off, err)}
 	default:
 		return fmt.Errorf("%w: append at %d: %w", errStopped, off, err)

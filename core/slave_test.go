@@ -330,19 +330,22 @@ func TestCoreSlaveConnectFailureRetries(t *testing.T) {
 		s := startSlave(t, st, tr, SlaveConfig{Logger: log, Registerer: reg})
 		defer s.Close()
 		start := time.Now()
-		time.Sleep(12 * time.Second) // attempts at 0, 5 and 10 s
+		// Attempts at 0, 50 ms, 150 ms, 350 ms, 750 ms, 1.55 s, 3.15 s,
+		// 6.35 s and 11.35 s: the first retries back off from 50 ms up
+		// to ReconnectDelay (TestCoreSlaveRetriesQuicklyUntilUp).
+		time.Sleep(12 * time.Second)
 		synctest.Wait()
-		if n := lb.count("connect to master failed"); n != 3 {
-			t.Fatalf("%d failed connects, want 3", n)
+		if n := lb.count("connect to master failed"); n != 9 {
+			t.Fatalf("%d failed connects, want 9", n)
 		}
-		if st := s.Status(); st.Connected || st.Reconnects != 2 || !strings.Contains(st.LastError, "connect") {
+		if st := s.Status(); st.Connected || st.Reconnects != 8 || !strings.Contains(st.LastError, "connect") {
 			t.Fatalf("status %+v", st)
 		}
 		ln := fakeMaster(t, tr)
 		defer ln.Close()
 		c := accept(t, ln)
 		defer c.Close()
-		if time.Since(start) != 15*time.Second {
+		if time.Since(start) != 16350*time.Millisecond {
 			t.Fatalf("connected at %v", time.Since(start))
 		}
 		readReport(t, c)
@@ -350,7 +353,7 @@ func TestCoreSlaveConnectFailureRetries(t *testing.T) {
 		if got := testutil.ToFloat64(s.met.connected); got != 1 {
 			t.Fatalf("connected gauge %v", got)
 		}
-		if got := testutil.ToFloat64(s.met.reconnects); got != 3 {
+		if got := testutil.ToFloat64(s.met.reconnects); got != 9 {
 			t.Fatalf("reconnects %v", got)
 		}
 	})

@@ -33,4 +33,10 @@
 // CRC, rebuilt consume queues, config managers); TestRocketMQStoreReader
 // opens directories replicator left (cleanly stopped, killed under load)
 // with it and compares what it recovers with what replicator serves.
+//
+// java/NameServer.java is an independent RocketMQ name server's broker
+// registry (REGISTER_BROKER 103, UNREGISTER_BROKER 104, RouteInfoManager's
+// masterAddr rule); TestJavaNameServer has `replicator master
+// --namesrv-addr` register with it and java/RemotingSlave.java --namesrv
+// find the master through it and sync its metadata, as a RocketMQ slave.
 package interop

@@ -38,6 +38,10 @@ func CodeName(code int32) string {
 		return "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"
 	case GetAllMessageRequestMode:
 		return "GET_ALL_MESSAGE_REQUEST_MODE"
+	case RegisterBroker:
+		return "REGISTER_BROKER"
+	case UnregisterBroker:
+		return "UNREGISTER_BROKER"
 	}
 	return ""
 }

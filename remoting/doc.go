@@ -65,7 +65,8 @@
 // The server answers in the serialize type of the request, as RocketMQ.
 // Codes: GET_ALL_TOPIC_CONFIG 21, GET_ALL_CONSUMER_OFFSET 43,
 // GET_ALL_DELAY_OFFSET 45, GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, and the
-// 5.x GET_ALL_MESSAGE_REQUEST_MODE 402 and GET_TIMER_METRICS 61; responses SUCCESS 0,
+// 5.x GET_ALL_MESSAGE_REQUEST_MODE 402 and GET_TIMER_METRICS 61, the
+// name server's REGISTER_BROKER 103 and UNREGISTER_BROKER 104; responses SUCCESS 0,
 // SYSTEM_ERROR 1, REQUEST_CODE_NOT_SUPPORTED 3, whose remark RocketMQ
 // writes as " request type CODE not supported" (NotSupportedRemark).
 // Language codes follow LanguageCode.java (JAVA 0 ... GO 9 ... NODE_JS 13);
@@ -91,10 +92,44 @@
 //	replicator_remoting_connections_total      counter, connections accepted
 //	replicator_remoting_open_connections       gauge
 //
+// # Name-server registration
+//
+// namesrv.go builds a broker's REGISTER_BROKER (103) and UNREGISTER_BROKER
+// (104) requests as RocketMQ 5 sends them: a JSON header, language GO,
+// version RegisterVersion (413, V5_0_0; a name server reads the body as a
+// RegisterBrokerBody only from V3_0_11), ext fields brokerAddr, brokerId,
+// brokerName, clusterName, haServerAddr, enableActingMaster "false",
+// compressed "false" and bodyCrc32 (CRC-32 IEEE of the body & 0x7FFFFFFF,
+// decimal); the body
+//
+//	{"filterServerList":[],"topicConfigSerializeWrapper":WRAPPER}
+//
+// where WRAPPER is the broker's GET_ALL_TOPIC_CONFIG answer. The answer's
+// ext fields masterAddr and haServerAddr (present for a broker id other
+// than 0 whose group has a live id-0 broker) are read bounded to
+// MaxNamesrvAddrLen bytes; a code other than SUCCESS is ErrNamesrv.
+// UNREGISTER_BROKER carries brokerAddr, brokerId, brokerName and
+// clusterName, no body.
+//
+// Registrar (registrar.go) runs the schedule of BrokerController: a round
+// at Start, then every RegistrarConfig.Interval (RocketMQ's
+// registerNameServerPeriod, 30 s, bounded to [10 s, 60 s] by the daemon's
+// flag) and at once after Update (a role change: broker id 0 on a master,
+// the broker's own id otherwise); a round calls every name server
+// concurrently, each call bounded by Timeout (6 s, dial included) on a
+// connection kept between rounds and dialled again after a failure. Close
+// ends the rounds and sends UNREGISTER_BROKER to each (3 s). A failure is
+// a Warn log naming the name server and a count, never fatal:
+//
+//	replicator_remoting_namesrv_registrations_total{outcome}    counter, ok | error
+//	replicator_remoting_namesrv_unregistrations_total{outcome}  counter, ok | error
+//	replicator_remoting_namesrv_registered                      gauge, name servers whose last registration succeeded
+//
 // # Errors
 //
 // ErrFrameTooLarge, ErrMalformed (decoding), ErrInvalidCommand (a command
 // that cannot be encoded: a code or version outside int16 in a ROCKETMQ
 // header, an unknown language in a JSON header), ErrClosed; wrapped with
-// context, checked with errors.Is.
+// context, checked with errors.Is. ErrNamesrv: a name server refused a
+// registration or answered one that does not decode.
 package remoting

@@ -94,6 +94,11 @@ func (r *ConnReader) ReadVec(bufs [][]byte) (int, error) {
 		}
 		return 0, nil
 	}
+	return r.directVec(bufs)
+}
+
+// directVec is ReadVec on the file descriptor.
+func (r *ConnReader) directVec(bufs [][]byte) (int, error) {
 	if r.armed {
 		n, err := r.fd.readVec(bufs, false)
 		if !errors.Is(err, ErrWouldBlock) {

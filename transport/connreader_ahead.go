@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"sync"
-	"sync/atomic"
 )
 
 // Read-ahead: a ConnReader with a file descriptor can read the socket on a
@@ -11,8 +10,16 @@ import (
 // what was read before (a slave writes frame k to its store while frame
 // k+1 arrives). The caller's reads copy out of the ring. Arm keeps its
 // meaning: an armed read with nothing in the ring returns ErrWouldBlock
-// once the read-ahead goroutine found the socket empty and waits for the
-// peer.
+// once the socket is empty.
+//
+// The goroutine runs only while the socket holds a backlog. It is started
+// when a read by the caller fills a whole ring buffer (the kernel held at
+// least aheadSize bytes: a catch-up), and it pauses, handing the socket
+// back to the caller, as soon as it finds the socket empty. A link that
+// carries small frames as they are produced (sync replication) is then
+// read by the caller directly, without a goroutine hand-off per frame,
+// which cost a third of a sync slave's CPU per message and a wake-up per
+// frame of latency (docs/benchmarks.md); a catch-up keeps its overlap.
 
 // Read-ahead geometry: aheadBufs buffers of aheadSize bytes.
 const (
@@ -22,18 +29,18 @@ const (
 
 // ahead is the read-ahead state of a ConnReader.
 type ahead struct {
-	free chan []byte // buffers the goroutine may fill
-	full chan chunk  // filled buffers, in stream order
-	// waiting: the goroutine found the socket empty and waits for the
-	// peer; idle is signalled after waiting is set (a token may be
-	// stale: the consumer checks waiting again).
-	waiting atomic.Bool
-	idle    chan struct{}
+	free chan []byte // buffers the goroutine (or the direct read) may fill
+	// full: filled buffers in stream order, then a pause marker (a chunk
+	// with a nil buffer and no error) when the goroutine found the socket
+	// empty and ended.
+	full    chan chunk
+	running bool          // a goroutine owns the socket (caller's view)
 	stop    chan struct{} // closed by StopReadAhead
 	wg      sync.WaitGroup
 	cur     []byte // unread bytes of the buffer being consumed
 	buf     []byte // that buffer, returned to free once consumed
-	err     error  // the goroutine's final error, once its chunks are consumed
+	err     error  // the final read error, once its bytes are consumed
+	one     [1][]byte
 }
 
 type chunk struct {
@@ -41,35 +48,31 @@ type chunk struct {
 	err error
 }
 
-// StartReadAhead starts reading the connection ahead of the caller, on a
-// goroutine that ends when a read fails: when the connection is closed,
-// at the latest. Stop waits for it. Without a file descriptor it does
-// nothing and returns false. Not safe to call with a read in progress.
+// StartReadAhead turns read-ahead on: from now on the reader reads the
+// socket through its ring, on a goroutine of its own while a backlog
+// lasts. A goroutine ends when it finds the socket empty or a read fails
+// (when the connection is closed, at the latest); StopReadAhead waits for
+// it. Without a file descriptor it does nothing and returns false. Not
+// safe to call with a read in progress.
 func (r *ConnReader) StartReadAhead() bool {
 	if r.fd == nil || r.ah != nil {
 		return false
 	}
 	a := &ahead{
 		free: make(chan []byte, aheadBufs),
-		full: make(chan chunk, aheadBufs),
-		idle: make(chan struct{}, 1),
+		full: make(chan chunk, aheadBufs+1), // the buffers and a pause marker
 		stop: make(chan struct{}),
 	}
 	for range aheadBufs {
 		a.free <- make([]byte, aheadSize)
 	}
 	r.ah = a
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		r.readAhead(a)
-	}()
 	return true
 }
 
-// StopReadAhead ends the read-ahead goroutine and waits for it; the
-// caller closes the connection first (that ends a read in progress).
-// The reader is not usable afterwards.
+// StopReadAhead ends the read-ahead goroutine, if one runs, and waits for
+// it; the caller closes the connection first. The reader is not usable
+// afterwards.
 func (r *ConnReader) StopReadAhead() {
 	if r.ah != nil {
 		close(r.ah.stop)
@@ -77,9 +80,20 @@ func (r *ConnReader) StopReadAhead() {
 	}
 }
 
+// runAhead starts the goroutine (the caller holds no read in progress).
+func (r *ConnReader) runAhead(a *ahead) {
+	a.running = true
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		r.readAhead(a)
+	}()
+}
+
 // readAhead is the read-ahead goroutine: fill a free buffer with what the
-// socket holds (waiting for the peer, under the idle deadline, only when
-// it holds nothing), hand it over, again, until a read fails.
+// socket holds and hand it over, again, until the socket is empty (then
+// it hands over a pause marker and ends: the caller reads on) or a read
+// fails. It never waits for the peer.
 func (r *ConnReader) readAhead(a *ahead) {
 	var one [1][]byte
 	for {
@@ -92,15 +106,9 @@ func (r *ConnReader) readAhead(a *ahead) {
 		one[0] = b
 		n, err := r.fd.readVec(one[:], false)
 		if errors.Is(err, ErrWouldBlock) {
-			a.waiting.Store(true)
-			select {
-			case a.idle <- struct{}{}:
-			default: // a token is there already
-			}
-			if err = r.deadline(); err == nil {
-				n, err = r.fd.readVec(one[:], true)
-			}
-			a.waiting.Store(false)
+			a.free <- b
+			a.full <- chunk{}
+			return
 		}
 		a.full <- chunk{b: b[:n], err: err}
 		if err != nil {
@@ -130,7 +138,8 @@ func (r *ConnReader) aheadVec(bufs [][]byte) (int, error) {
 }
 
 // aheadNext makes the next filled buffer current, returning the consumed
-// one to the goroutine.
+// one to the ring: the goroutine's next chunk while it runs, else a
+// buffer the caller fills itself (waiting for the peer unless armed).
 func (r *ConnReader) aheadNext(a *ahead) error {
 	if a.buf != nil {
 		a.free <- a.buf[:cap(a.buf)]
@@ -139,32 +148,38 @@ func (r *ConnReader) aheadNext(a *ahead) error {
 	if a.err != nil {
 		return a.err
 	}
-	var c chunk
-	if r.armed {
-	wait:
-		for {
-			select {
-			case c = <-a.full:
-				break wait
-			default:
-			}
-			if a.waiting.Load() {
-				r.armed = false
-				return ErrWouldBlock
-			}
-			select {
-			case c = <-a.full:
-				break wait
-			case <-a.idle:
-			}
+	for a.running {
+		c := <-a.full
+		if c.b == nil && c.err == nil {
+			a.running = false // paused: the socket is the caller's again
+			break
 		}
-	} else {
-		c = <-a.full
+		a.err = c.err // the bytes of a failed read's chunk come first
+		a.buf, a.cur = c.b, c.b
+		if len(a.cur) > 0 {
+			return nil
+		}
+		a.buf = nil
+		a.free <- c.b[:cap(c.b)]
+		if a.err != nil {
+			return a.err
+		}
 	}
-	a.err = c.err // the bytes of a failed read's chunk come first
-	a.buf, a.cur = c.b, c.b
-	if len(a.cur) == 0 {
-		return r.aheadNext(a)
+	b := <-a.free // all buffers are back: the goroutine has ended
+	a.one[0] = b
+	n, err := r.directVec(a.one[:])
+	a.one[0] = nil
+	if n == 0 {
+		a.free <- b
+		if !errors.Is(err, ErrWouldBlock) {
+			a.err = err
+		}
+		return err
+	}
+	a.err = err
+	a.buf, a.cur = b[:n], b[:n]
+	if n == len(b) && err == nil {
+		r.runAhead(a) // a backlog: read on while the caller works
 	}
 	return nil
 }

@@ -94,3 +94,92 @@ func TestConnReaderReadAheadStopFull(t *testing.T) {
 	c.Close()
 	r.StopReadAhead()
 }
+
+// TestConnReaderReadAheadAdaptive: the read-ahead goroutine runs only
+// while the socket holds a backlog. Small writes read one at a time are
+// read by the caller (no goroutine); a backlog larger than a ring buffer
+// starts the goroutine at the read that finds it, and the goroutine pauses
+// once it has drained the socket, handing the reads back to the caller;
+// the bytes come out whole and in order through both.
+func TestConnReaderReadAheadAdaptive(t *testing.T) {
+	c, srv := tcpPair(t)
+	r := NewConnReader(c, time.Minute)
+	if !r.StartReadAhead() {
+		t.Skip("no file descriptor: read-ahead is Linux-only")
+	}
+	defer r.StopReadAhead()
+	defer c.Close()
+	rnd := rand.New(rand.NewSource(2))
+	small := make([]byte, 3000)
+	for i := range 20 {
+		rnd.Read(small)
+		if _, err := srv.Write(small); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(small))
+		if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, small) {
+			t.Fatalf("small write %d: %v, or other bytes", i, err)
+		}
+		if r.ah.running {
+			t.Fatalf("small write %d: the read-ahead goroutine runs without a backlog", i)
+		}
+	}
+
+	want := make([]byte, 3*aheadSize+777)
+	rnd.Read(want)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := srv.Write(want)
+		werr <- err
+	}()
+	// Loopback's socket buffers hold the backlog: wait for the write to
+	// end, so that the kernel holds it all before the first read (on a
+	// host with smaller buffers the reads below drain it instead).
+	inKernel := false
+	select {
+	case err := <-werr:
+		if err != nil {
+			t.Fatal(err)
+		}
+		inKernel = true
+	case <-time.After(10 * time.Second):
+	}
+	// The kernel may hand a read less than the whole backlog (loopback
+	// segments): read on until one read started the goroutine.
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, 1000)
+	started := false
+	for len(got) < len(want) {
+		n, err := r.Read(buf[:min(len(buf), len(want)-len(got))])
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", len(got), err)
+		}
+		got = append(got, buf[:n]...)
+		started = started || r.ah.running
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the backlog came out as other bytes")
+	}
+	if !inKernel {
+		if err := <-werr; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !started && inKernel {
+		t.Fatal("a backlog of three ring buffers did not start the read-ahead goroutine")
+	}
+	// Drained: the next armed read finds the pause marker (or nothing, if
+	// the caller already reads), then the empty socket.
+	r.Arm()
+	var one [8]byte
+	if _, err := r.Read(one[:]); !errors.Is(err, ErrWouldBlock) {
+		t.Fatalf("armed read on a drained socket: %v, want ErrWouldBlock", err)
+	}
+	if r.ah.running {
+		t.Fatal("the read-ahead goroutine still runs on a drained socket")
+	}
+	go srv.Write([]byte("tail"))
+	if _, err := io.ReadFull(r, one[:4]); err != nil || string(one[:4]) != "tail" {
+		t.Fatalf("read after the pause: %q, %v", one[:4], err)
+	}
+}

@@ -75,6 +75,15 @@
 // frame. Small frames are read many at a time into a 64 KiB staging buffer
 // and copied out, as FrameReader does.
 //
+// ConnReader is the slave's socket: deadlines, Arm/ErrWouldBlock (report
+// when the socket runs dry) and, with StartReadAhead, a ring of four
+// 256 KiB buffers that a goroutine fills while the caller works on the
+// previous frames. That goroutine runs only while the socket holds a
+// backlog: a caller's read that fills a whole ring buffer starts it, and it
+// ends as soon as it finds the socket empty, handing the reads back to the
+// caller; so a catch-up overlaps the socket copy with the store's write,
+// and sync replication's small frames cost no goroutine hand-off.
+//
 // # Start offset
 //
 // Nothing flows master->slave before the slave's first report. A first

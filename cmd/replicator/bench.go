@@ -102,7 +102,9 @@ tcp_rtt_p99_ms, the per-run figures (*_runs), peak memory
 (master_/slave_/process_peak_rss_bytes, ..._rss_anon_bytes,
 ..._rss_file_bytes, master_/slave_plugin_peak_rss_bytes),
 master_/slave_/process_cpu_us_per_msg (CPU per message of the daemons and
-of this process), machine_busy_pct, cpus, time; null where a key does not apply.`,
+of this process), master_/slave_cpu_ns_per_kb (catchup via api: CPU per KB
+received of each daemon), machine_busy_pct, cpus, time; null where a key
+does not apply.`,
 		Options: []*config.Option{
 			{Name: "size", Meta: "SIZE", Help: "catchup: the master's log size", Default: "1GiB", Value: config.Size(&b.Size, 64<<10, 1<<40)},
 			{Name: "producers", Meta: "N,...", Help: "sync and async: concurrent producer counts", Default: "1,16,64", Value: config.CSV(&b.Producers, checkProducers)},

@@ -75,6 +75,13 @@ func TestE2EBenchAPI(t *testing.T) {
 					t.Errorf("catchup: %s = %v", k, m[k])
 				}
 			}
+			// CPU per KB: measured when the slave answered before most of
+			// the (tiny) log arrived, else null.
+			for _, k := range []string{"master_cpu_ns_per_kb", "slave_cpu_ns_per_kb"} {
+				if v, ok := m[k].(float64); m[k] != nil && (!ok || v < 0) {
+					t.Errorf("catchup: %s = %v", k, m[k])
+				}
+			}
 		case "sync", "async":
 			if v, ok := m["msgs_per_s"].(float64); !ok || v <= 0 {
 				t.Errorf("%s: msgs_per_s %v", m["scenario"], m["msgs_per_s"])
@@ -84,6 +91,9 @@ func TestE2EBenchAPI(t *testing.T) {
 			}
 			if lag := m["lag_p99_ms"]; (m["scenario"] == "async") != (lag != nil) {
 				t.Errorf("%s: lag_p99_ms %v", m["scenario"], lag)
+			}
+			if m["slave_cpu_ns_per_kb"] != nil {
+				t.Errorf("%s: slave_cpu_ns_per_kb %v", m["scenario"], m["slave_cpu_ns_per_kb"])
 			}
 			// CPU per message of the two daemons and of the producers.
 			for _, k := range []string{"master_cpu_us_per_msg", "slave_cpu_us_per_msg", "process_cpu_us_per_msg"} {

@@ -178,24 +178,46 @@ func checkProperty(s string) error {
 	return nil
 }
 
-// program builds the command-line spec over o.
+// program builds the command-line spec over o: the global options and one
+// command per sub-command, each built by its own function.
 func program(o *options) *config.Program {
-	g := &o.global
-	global := []*config.Option{
+	return &config.Program{
+		Name:     "replicator",
+		Synopsis: "RocketMQ-style master/slave commit-log replication, as a daemon and a CLI",
+		Global:   globalOptions(&o.global),
+		Commands: []*config.Command{
+			masterCommand(&o.master), slaveCommand(&o.slave), putCommand(&o.put), statusCommand(&o.status),
+			tailCommand(&o.tail), demoCommand(&o.demo), benchCommand(&o.bench),
+			{Name: "version", Synopsis: "print the version and the builtin plugins"},
+			pluginsCommand(), promoteCommand(&o.role), demoteCommand(&o.role), controllerCommand(&o.ctl), nodeCommand(&o.node),
+		},
+		ConfigOption: "config",
+		Env:          []string{apiTokenEnv},
+	}
+}
+
+// globalOptions are the options before the command (also accepted after it).
+func globalOptions(g *globalOpts) []*config.Option {
+	return []*config.Option{
 		{Name: "plugins", Meta: "DIR", Help: "directory of external plugins; builtin plugins are used for names not found there", Value: config.Dir(&g.Plugins, true)},
 		{Name: "config", Meta: "FILE", Help: "HCL configuration file", Value: config.String(&g.Config, true)},
 		{Name: "log-level", Meta: "LEVEL", Help: "trace, debug, info, warn, error or off", Default: "info", Value: config.Enum(&g.LogLevel, "trace", "debug", "info", "warn", "error", "off")},
 		{Name: "log-format", Meta: "FORMAT", Help: "text or json", Default: "text", Value: config.Enum(&g.LogFormat, "text", "json")},
 	}
-	storeOpts := func(n *nodeOpts) []*config.Option {
-		return []*config.Option{
-			{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size; master and slaves must use the same", Default: defaultSegmentSize, Value: config.SizeMultiple(&n.SegmentSize, minSegmentSize, maxSegmentSize, 4096)},
-			{Name: "store", Meta: "NAME", Help: "store plugin", Default: "commitlog", Value: config.String(&n.Store, true)},
-			{Name: "transport", Meta: "NAME", Help: "transport plugin", Default: "tcp", Value: config.String(&n.Transport, true)},
-		}
+}
+
+// storeOpts are the store and transport options of master and slave.
+func storeOpts(n *nodeOpts) []*config.Option {
+	return []*config.Option{
+		{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size; master and slaves must use the same", Default: defaultSegmentSize, Value: config.SizeMultiple(&n.SegmentSize, minSegmentSize, maxSegmentSize, 4096)},
+		{Name: "store", Meta: "NAME", Help: "store plugin", Default: "commitlog", Value: config.String(&n.Store, true)},
+		{Name: "transport", Meta: "NAME", Help: "transport plugin", Default: "tcp", Value: config.String(&n.Transport, true)},
 	}
-	m := &o.master
-	master := &config.Command{
+}
+
+// masterCommand is `replicator master`.
+func masterCommand(m *nodeOpts) *config.Command {
+	return &config.Command{
 		Name:     "master",
 		Synopsis: "run a master: take producer writes and ship the commit log to slaves",
 		Help: `Run a master node. Producers append messages over the HTTP API on --listen;
@@ -228,8 +250,11 @@ in-flight puts, flushes and closes the commit log, and exits 0.`,
 			{Name: "ha-max-conns-per-ip", Meta: "N", Help: "HA connections open at once from one IP address (0: no limit)", Default: defaultHAMaxConnsPerIP, Value: config.Int(&m.sec.HAMaxConnsPerIP, 0, 1<<20)},
 		}, append(append(append(apiSecurityOpts(&m.sec), storeOpts(m)...), autoSwitchMasterOpts(m)...), append(limitOpts(&m.limits, true), remotingMasterOpts(m)...)...)...),
 	}
-	s := &o.slave
-	slave := &config.Command{
+}
+
+// slaveCommand is `replicator slave`.
+func slaveCommand(s *nodeOpts) *config.Command {
+	return &config.Command{
 		Name:     "slave",
 		Synopsis: "run a slave: follow a master's commit log, serve reads",
 		Help: `Run a slave node. It connects to the master's HA address (--master), appends
@@ -256,8 +281,11 @@ resumes from its own max offset.`,
 			{Name: "master-api-token-file", Meta: "FILE", Help: "bearer token for the master's API (default: this slave's own API token)", Value: config.File(&s.sec.MasterAPITokenFile, true)},
 		}, append(append(append(apiSecurityOpts(&s.sec), storeOpts(s)...), autoSwitchSlaveOpts(s)...), append(limitOpts(&s.limits, false), remotingSlaveOpts(s)...)...)...),
 	}
-	p := &o.put
-	put := &config.Command{
+}
+
+// putCommand is `replicator put` (put_client.go runs it).
+func putCommand(p *putOpts) *config.Command {
+	return &config.Command{
 		Name:     "put",
 		Synopsis: "send messages to a master",
 		Args:     "[MESSAGE...]",
@@ -285,8 +313,11 @@ message failed, 2 on bad usage.`,
 			{Name: "in-flight", Meta: "N", Help: "messages sent before the first result is in (1 keeps the order of the messages in the log; more is faster, in any order)", Default: "1", Value: config.Int(&p.InFlight, 1, 65536)},
 		}, clientSecurityOpts(&p.sec)...),
 	}
-	st := &o.status
-	status := &config.Command{
+}
+
+// statusCommand is `replicator status`.
+func statusCommand(st *statusOpts) *config.Command {
+	return &config.Command{
 		Name:     "status",
 		Synopsis: "show a node's role, offsets and replication state",
 		Help: `Print a node's role, offsets and replication state (a table, or the raw JSON
@@ -300,8 +331,11 @@ gives up, status says what it last saw and exits 1.`,
 			{Name: "timeout", Meta: "DURATION", Help: "request timeout; with --wait-*, the longest wait", Default: "10s", Value: config.Duration(&st.Timeout, time.Millisecond, time.Hour)},
 		}, append(statusWaitOpts(&st.wait), clientSecurityOpts(&st.sec)...)...),
 	}
-	t := &o.tail
-	tail := &config.Command{
+}
+
+// tailCommand is `replicator tail`.
+func tailCommand(t *tailOpts) *config.Command {
+	return &config.Command{
 		Name:     "tail",
 		Synopsis: "print messages from a node's commit log",
 		Help: `Print the messages of a node's commit log (master or slave), one line each:
@@ -318,8 +352,11 @@ messages until interrupted.`,
 			{Name: "timeout", Meta: "DURATION", Help: "per-request timeout (long polls add 10s)", Default: "30s", Value: config.Duration(&t.Timeout, time.Millisecond, time.Hour)},
 		}, clientSecurityOpts(&t.sec)...),
 	}
-	d := &o.demo
-	demo := &config.Command{
+}
+
+// demoCommand is `replicator demo` (demo.go, demo_failover.go run it).
+func demoCommand(d *demoOpts) *config.Command {
+	return &config.Command{
 		Name:     "demo",
 		Synopsis: "run a master and a slave on this machine and watch them replicate",
 		Help: `Start a master and a slave as two processes of this binary on free loopback
@@ -346,14 +383,5 @@ apply: each step writes for --phase.`,
 			{Name: "concurrency", Meta: "N", Help: "concurrent producers", Default: "8", Value: config.Int(&d.Concurrency, 1, 256)},
 			{Name: "keep", Help: "keep the data directories and print how to restart the nodes", Value: config.Bool(&d.Keep)},
 		}, failoverOptions(&d.Failover)...),
-	}
-	version := &config.Command{Name: "version", Synopsis: "print the version and the builtin plugins"}
-	return &config.Program{
-		Name:         "replicator",
-		Synopsis:     "RocketMQ-style master/slave commit-log replication, as a daemon and a CLI",
-		Global:       global,
-		Commands:     []*config.Command{master, slave, put, status, tail, demo, benchCommand(&o.bench), version, pluginsCommand(), promoteCommand(&o.role), demoteCommand(&o.role), controllerCommand(&o.ctl), nodeCommand(&o.node)},
-		ConfigOption: "config",
-		Env:          []string{apiTokenEnv},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replicatorhq/replicator/internal/config"
+	"github.com/replicatorhq/replicator/internal/pluginhost"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -108,7 +109,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		code = runNodeCmd(ctx, e) // nodecmd.go
 	case "version":
 		fmt.Fprintf(stdout, "replicator %s (%s %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		reg := builtinRegistry()
+		reg := pluginhost.Builtin()
 		fmt.Fprintf(stdout, "builtin store plugins: %v\nbuiltin transport plugins: %v\n", reg.StoreNames(), reg.TransportNames())
 	}
 	return code

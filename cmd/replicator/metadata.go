@@ -22,14 +22,13 @@ import (
 // (node.ExtensionEnv.OnRoleChange): a promoted node stops its syncer, takes
 // writes and serves remoting when configured; a demoted one refuses writes,
 // stops remoting and syncs from the new master (demote --master-api).
-func init() {
-	extensionFactories = append(extensionFactories, func(role string, o *nodeOpts) (node.Extension, error) {
-		rem, err := newRemotingWiring(role, o) // remoting.go
-		if err != nil {
-			return nil, err
-		}
-		return &metadataExtension{interval: o.MetadataInterval, maxDocs: o.limits.MetadataMaxDocs, maxTotal: o.limits.MetadataMaxTotal, rem: rem}, nil
-	})
+// pluginState.extensions (plugins.go) builds it for every node command.
+func newMetadataExtension(role string, o *nodeOpts, open metadataOpener) (*metadataExtension, error) {
+	rem, err := newRemotingWiring(role, o) // remoting.go
+	if err != nil {
+		return nil, err
+	}
+	return &metadataExtension{interval: o.MetadataInterval, maxDocs: o.limits.MetadataMaxDocs, maxTotal: o.limits.MetadataMaxTotal, rem: rem, open: open}, nil
 }
 
 type metadataExtension struct {
@@ -37,6 +36,7 @@ type metadataExtension struct {
 	maxDocs  int             // --metadata-max-documents (0: the default)
 	maxTotal int64           // --metadata-max-total-size (0: the default)
 	rem      *remotingWiring // remoting.go; nil: no remoting
+	open     metadataOpener  // the builtin store, or the external plugin (plugins_metadata.go)
 
 	env      node.ExtensionEnv
 	store    meta.Store   // builtin *metadata.Store, or an external plugin (plugins_metadata.go)
@@ -55,7 +55,7 @@ func (m *metadataExtension) Name() string { return "metadata" }
 // (replicator promote/demote) switch between them (roleChanged).
 func (m *metadataExtension) Start(env node.ExtensionEnv) error {
 	slave := env.Role == core.Slave
-	st, err := openMetadataStore(metadata.ConfigDir(env.DataDir), metadata.Options{
+	st, err := m.open(metadata.ConfigDir(env.DataDir), metadata.Options{
 		Logger:         env.Logger,
 		CreateDefaults: !slave,
 		MaxDocuments:   m.maxDocs,
@@ -82,6 +82,12 @@ func (m *metadataExtension) Start(env node.ExtensionEnv) error {
 			return err
 		}
 	} else if err := m.startSyncer(env.MasterAPI, ""); err != nil {
+		st.Close()
+		return err
+	}
+	if err := m.rem.startRegistrar(env, st); err != nil { // namesrv.go: --namesrv-addr
+		m.rem.close()
+		m.stopSyncer()
 		st.Close()
 		return err
 	}
@@ -200,7 +206,7 @@ func (m *metadataExtension) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	errs := []error{m.rem.close(), m.stopSyncer()}
+	errs := []error{m.rem.stopRegistrar(), m.rem.close(), m.stopSyncer()}
 	if m.store != nil {
 		errs = append(errs, m.store.Close())
 	}

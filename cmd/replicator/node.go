@@ -13,17 +13,8 @@ import (
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/node"
-	"github.com/replicatorhq/replicator/internal/pluginhost"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 )
-
-// extensionFactories build the optional parts of a node (the metadata
-// plugin); files of this package append to it in init. role is "master" or
-// "slave"; o holds that role's options.
-var extensionFactories []func(role string, o *nodeOpts) (node.Extension, error)
-
-// builtinRegistry is the plugin registry: the builtin plugins.
-func builtinRegistry() *pluginhost.Registry { return pluginhost.Builtin() }
 
 // runNode runs a master or a slave until ctx is done (SIGINT, SIGTERM).
 func runNode(ctx context.Context, e *env, role string) int {
@@ -62,8 +53,7 @@ func (e *env) runNodeConfig(ctx context.Context, role string, cfg node.Config) i
 
 // nodeConfig turns the options of role into a node configuration.
 func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
-	reg := builtinRegistry()
-	ps, err := e.loadPlugins(reg) // plugins.go; load failures are logged, not fatal
+	ps, err := e.loadPlugins() // plugins.go; load failures are logged, not fatal
 	if ps == nil {
 		return node.Config{}, err
 	}
@@ -74,7 +64,7 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 		SegmentSize:     o.SegmentSize,
 		StorePlugin:     o.Store,
 		TransportPlugin: o.Transport,
-		Registry:        reg,
+		Registry:        ps.reg,
 		Logger:          e.log,
 		Version:         versionString(),
 	}
@@ -118,16 +108,8 @@ func nodeConfig(e *env, role string, o *nodeOpts) (node.Config, error) {
 		return cfg, usage(err)
 	}
 	applyLimits(&o.limits, &cfg)
-	for _, f := range extensionFactories {
-		ext, err := f(role, o)
-		if err != nil {
-			return cfg, err
-		}
-		if ext != nil {
-			cfg.Extensions = append(cfg.Extensions, ext)
-		}
-	}
-	return cfg, nil
+	cfg.Extensions, err = ps.extensions(role, o)
+	return cfg, err
 }
 
 // nodeSecurity loads the TLS files and the token of a node (see

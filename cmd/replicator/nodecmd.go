@@ -19,6 +19,7 @@ import (
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/node"
+	"github.com/replicatorhq/replicator/internal/pluginhost"
 )
 
 // nodeCmdOpts are the options of `replicator node`: a node of a
@@ -158,49 +159,76 @@ func unspecifiedHost(addr string) bool {
 }
 
 // nodeCmdConfig turns the options of the node command into a node
-// configuration (its Controller.Store is set by the caller).
+// configuration (its Controller.Store is set by the caller): check the
+// options, load the plugins, map the options, load the security files,
+// build the extensions.
 func nodeCmdConfig(e *env, c *nodeCmdOpts) (node.Config, error) {
+	if err := e.checkNodeCmd(c); err != nil {
+		return node.Config{}, usage(err)
+	}
+	ps, err := e.loadPlugins() // plugins.go; load failures are logged, not fatal
+	if ps == nil {
+		return node.Config{}, err
+	}
+	e.plugins = ps
+	cfg := nodeCmdBaseConfig(e, c, ps.reg)
+	if err := e.nodeCmdSecurity(&c.n.sec, &cfg); err != nil {
+		return cfg, usage(err)
+	}
+	applyLimits(&c.n.limits, &cfg)
+	// Extensions start without a role and follow the role changes the
+	// controller makes.
+	cfg.Extensions, err = ps.extensions("node", &c.n)
+	return cfg, err
+}
+
+// checkNodeCmd checks the node command's options against each other and
+// settles the defaults that depend on others (--sync-acks: every in-sync
+// slave; --max-message-size: at most half a segment).
+func (e *env) checkNodeCmd(c *nodeCmdOpts) error {
 	o := &c.n
 	set := func(name string) bool {
 		src, ok := e.sources[name]
 		return ok && src != config.SourceDefault
 	}
 	if err := etcdstore.ValidGroup(c.Group); err != nil {
-		return node.Config{}, usage(fmt.Errorf("--group: %w", err))
+		return fmt.Errorf("--group: %w", err)
 	}
 	if o.HAListen == o.Listen {
-		return node.Config{}, usage(fmt.Errorf("--ha-listen and --listen are the same address %s", o.Listen))
+		return fmt.Errorf("--ha-listen and --listen are the same address %s", o.Listen)
 	}
 	if _, port, _ := net.SplitHostPort(o.HAListen); port == "0" {
-		return node.Config{}, usage(errors.New("--ha-listen needs a fixed port: it is registered with the controller"))
+		return errors.New("--ha-listen needs a fixed port: it is registered with the controller")
 	}
 	if c.HAAdvertise == "" && unspecifiedHost(o.HAListen) {
-		return node.Config{}, usage(fmt.Errorf("--ha-listen %s listens on every interface: set --ha-advertise to the address the other nodes dial", o.HAListen))
+		return fmt.Errorf("--ha-listen %s listens on every interface: set --ha-advertise to the address the other nodes dial", o.HAListen)
 	}
 	if c.APIAdvertise == "" && unspecifiedHost(o.Listen) {
-		return node.Config{}, usage(fmt.Errorf("--listen %s listens on every interface: set --api-advertise to the URL clients use", o.Listen))
+		return fmt.Errorf("--listen %s listens on every interface: set --api-advertise to the URL clients use", o.Listen)
 	}
 	if !set("sync-acks") {
 		o.SyncAcks = 0 // every in-sync slave
 	}
 	if o.MaxMessageSize > o.SegmentSize/2 {
 		if set("max-message-size") {
-			return node.Config{}, usage(fmt.Errorf("--max-message-size %s must be at most half of --segment-size %s",
-				config.FormatSize(o.MaxMessageSize), config.FormatSize(o.SegmentSize)))
+			return fmt.Errorf("--max-message-size %s must be at most half of --segment-size %s",
+				config.FormatSize(o.MaxMessageSize), config.FormatSize(o.SegmentSize))
 		}
 		o.MaxMessageSize = o.SegmentSize / 2
 	}
-	reg := builtinRegistry()
-	ps, err := e.loadPlugins(reg) // plugins.go; load failures are logged, not fatal
-	if ps == nil {
-		return node.Config{}, err
-	}
-	e.plugins = ps
+	return nil
+}
+
+// nodeCmdBaseConfig maps the node command's checked options to a node
+// configuration: always autoswitch, the replication as a master, the
+// controller's settings.
+func nodeCmdBaseConfig(e *env, c *nodeCmdOpts, reg *pluginhost.Registry) node.Config {
+	o := &c.n
 	role := core.AsyncMaster
 	if o.Replication == "sync" {
 		role = core.SyncMaster
 	}
-	cfg := node.Config{
+	return node.Config{
 		Role:                   role,
 		PromoteRole:            role,
 		Protocol:               core.ProtocolAutoSwitch,
@@ -232,34 +260,29 @@ func nodeCmdConfig(e *env, c *nodeCmdOpts) (node.Config, error) {
 			Supervise:    c.Supervise,
 		},
 	}
+}
+
+// nodeCmdSecurity loads the API's TLS and token and the HA TLS of both
+// sides: a node serves as a master and dials as a slave, so HA TLS needs
+// both.
+func (e *env) nodeCmdSecurity(sec *nodeSecurity, cfg *node.Config) error {
 	// API TLS and token, the HA server's TLS and access control.
-	if err := e.nodeSecurity("master", &o.sec, &cfg); err != nil {
-		return cfg, usage(err)
+	if err := e.nodeSecurity("master", sec, cfg); err != nil {
+		return err
 	}
 	switch {
-	case o.sec.HATLSCA != "":
-		if cfg.HAClientTLS, err = node.ClientTLS(o.sec.HATLSCA, o.sec.HATLSCert, o.sec.HATLSKey, o.sec.HATLSServerName); err != nil {
-			return cfg, usage(fmt.Errorf("--ha-tls-ca/--ha-tls-cert/--ha-tls-key: %w", err))
+	case sec.HATLSCA != "":
+		var err error
+		if cfg.HAClientTLS, err = node.ClientTLS(sec.HATLSCA, sec.HATLSCert, sec.HATLSKey, sec.HATLSServerName); err != nil {
+			return fmt.Errorf("--ha-tls-ca/--ha-tls-cert/--ha-tls-key: %w", err)
 		}
-	case o.sec.HATLSServerName != "":
-		return cfg, usage(errors.New("--ha-tls-server-name needs --ha-tls-ca (it turns TLS on for the slave side)"))
+	case sec.HATLSServerName != "":
+		return errors.New("--ha-tls-server-name needs --ha-tls-ca (it turns TLS on for the slave side)")
 	}
 	if (cfg.HATLS == nil) != (cfg.HAClientTLS == nil) {
-		return cfg, usage(errors.New("HA TLS needs both sides on every node: --ha-tls-cert/--ha-tls-key (serving as the master) and --ha-tls-ca (following a master)"))
+		return errors.New("HA TLS needs both sides on every node: --ha-tls-cert/--ha-tls-key (serving as the master) and --ha-tls-ca (following a master)")
 	}
-	applyLimits(&o.limits, &cfg)
-	// Extensions start without a role and follow the role changes the
-	// controller makes.
-	for _, f := range extensionFactories {
-		ext, err := f("node", o)
-		if err != nil {
-			return cfg, err
-		}
-		if ext != nil {
-			cfg.Extensions = append(cfg.Extensions, ext)
-		}
-	}
-	return cfg, nil
+	return nil
 }
 
 // printControllerStatus prints the controller-mode part of a status: the

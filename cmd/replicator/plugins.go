@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/replicatorhq/replicator/internal/config"
+	"github.com/replicatorhq/replicator/internal/node"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 )
 
@@ -33,19 +34,26 @@ and name. Plugins that fail are reported on stderr, and the exit status is 1.`,
 	}
 }
 
-// pluginState is the plugin host of a running command.
+// pluginState is the one wiring path of the plugin kinds for a command
+// that runs a node: the registry of store and transport plugins (builtins,
+// overridden by --plugins DIR), the host of the external plugin processes
+// (the metadata plugin's among them), and the extensions built over them.
+// loadPlugins builds it, the node command passes it down: no package
+// globals, no init().
 type pluginState struct {
+	reg     *pluginhost.Registry
 	host    *pluginhost.Host
 	crashed atomic.Bool
 	mu      sync.Mutex
 	cancel  context.CancelFunc // cancels the node's context; nil before watch
 }
 
-// loadPlugins creates the plugin host over reg and, with --plugins, loads
-// DIR into it. Load failures are logged (and returned for `plugins`); they
-// do not stop the command.
-func (e *env) loadPlugins(reg *pluginhost.Registry) (*pluginState, error) {
-	ps := &pluginState{}
+// loadPlugins creates the registry of the builtin plugins and the plugin
+// host over it and, with --plugins, loads DIR into them. Load failures are
+// logged (and returned for `plugins`); they do not stop the command.
+func (e *env) loadPlugins() (*pluginState, error) {
+	reg := pluginhost.Builtin()
+	ps := &pluginState{reg: reg}
 	h, err := pluginhost.NewHost(reg, pluginhost.HostOptions{
 		AutoMTLS:        true,
 		BuiltinVersion:  versionString(),
@@ -66,7 +74,6 @@ func (e *env) loadPlugins(reg *pluginhost.Registry) (*pluginState, error) {
 		return nil, err
 	}
 	ps.host = h
-	activePlugins.Store(ps)
 	dir := e.opts.global.Plugins
 	if dir == "" {
 		return ps, nil
@@ -79,7 +86,7 @@ func (e *env) loadPlugins(reg *pluginhost.Registry) (*pluginState, error) {
 
 // runPlugins is `replicator plugins`.
 func runPlugins(_ context.Context, e *env) int {
-	ps, loadErr := e.loadPlugins(builtinRegistry())
+	ps, loadErr := e.loadPlugins()
 	if ps == nil {
 		return e.fail("plugins: %v", loadErr)
 	}
@@ -101,6 +108,16 @@ func runPlugins(_ context.Context, e *env) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// extensions builds the node extensions of role ("master", "slave" or
+// "node") over the loaded plugins: the metadata extension (metadata.go).
+func (ps *pluginState) extensions(role string, o *nodeOpts) ([]node.Extension, error) {
+	md, err := newMetadataExtension(role, o, ps.openMetadata)
+	if err != nil {
+		return nil, err
+	}
+	return []node.Extension{md}, nil
 }
 
 // watch returns ctx canceled when a plugin crashes, and a function that

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	"github.com/replicatorhq/replicator/plugins/metadata"
 	"github.com/replicatorhq/replicator/sdk/meta"
@@ -18,26 +17,23 @@ import (
 // metadataPluginName is the metadata plugin a node uses.
 const metadataPluginName = "files"
 
-// activePlugins is the plugin host of the running node, for the metadata
-// extension (extensions are built before the node and do not see env).
-var activePlugins atomic.Pointer[pluginState]
+// metadataOpener opens the metadata store of a node's data directory.
+type metadataOpener func(dir string, opts metadata.Options) (meta.Store, error)
 
-// openMetadataStore opens the external metadata plugin when one was loaded,
-// else the builtin store.
-func openMetadataStore(dir string, opts metadata.Options) (meta.Store, error) {
-	if ps := activePlugins.Load(); ps != nil {
-		st, ok, err := ps.host.OpenMetadata(metadataPluginName, metaplugin.OpenRequest{Dir: dir, CreateDefaults: opts.CreateDefaults})
-		if ok {
-			if err != nil {
-				return nil, fmt.Errorf("metadata plugin %q: %w", metadataPluginName, err)
-			}
-			if opts.Logger != nil {
-				opts.Logger.Info("metadata documents are served by the external plugin", "name", metadataPluginName)
-			}
-			return st, nil
+// openMetadata opens the external metadata plugin when one was loaded into
+// the host, else the builtin store.
+func (ps *pluginState) openMetadata(dir string, opts metadata.Options) (meta.Store, error) {
+	st, ok, err := ps.host.OpenMetadata(metadataPluginName, metaplugin.OpenRequest{Dir: dir, CreateDefaults: opts.CreateDefaults})
+	if ok {
+		if err != nil {
+			return nil, fmt.Errorf("metadata plugin %q: %w", metadataPluginName, err)
 		}
+		if opts.Logger != nil {
+			opts.Logger.Info("metadata documents are served by the external plugin", "name", metadataPluginName)
+		}
+		return st, nil
 	}
-	st, err := metadata.Open(dir, opts)
+	st, err = metadata.Open(dir, opts)
 	if err != nil {
 		return nil, err
 	}

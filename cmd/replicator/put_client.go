@@ -83,7 +83,13 @@ func runPutClient(ctx context.Context, e *env) int {
 			e.fail("put: message %d: %v", n, err)
 			code = exitError
 		default:
-			fmt.Fprintf(e.stdout, "%s offset=%d next_offset=%d queue_offset=%d\n", res.Status, res.Offset, res.NextOffset, res.QueueOffset)
+			fmt.Fprintf(e.stdout, "%s offset=%d next_offset=%d queue_offset=%d", res.Status, res.Offset, res.NextOffset, res.QueueOffset)
+			if res.Epoch != 0 {
+				// An autoswitch or controller-mode master: the epoch and
+				// the node that acknowledged it (the JSON answer's fields).
+				fmt.Fprintf(e.stdout, " epoch=%d broker_id=%d", res.Epoch, res.BrokerID)
+			}
+			fmt.Fprintln(e.stdout)
 			if res.Status != producer.PutOK && code == exitOK {
 				code = exitNotPutOK
 			}

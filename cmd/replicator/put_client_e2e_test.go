@@ -13,6 +13,7 @@ import (
 	"time"
 
 	producer "github.com/replicatorhq/replicator/client"
+	"github.com/replicatorhq/replicator/internal/proctest"
 )
 
 // TestE2EPutFollowsTheMaster: `replicator put` on a slave stores on the
@@ -30,6 +31,23 @@ func TestE2EPutFollowsTheMaster(t *testing.T) {
 	msgs := readAll(t, m.api, 0)
 	if len(msgs) != 2 || string(msgs[0].Body) != "one" || msgs[1].Tags != "t1" {
 		t.Fatalf("master holds %+v", msgs)
+	}
+	if strings.Contains(out, "epoch=") {
+		t.Fatalf("a classic master's put names an epoch:\n%s", out)
+	}
+}
+
+// TestE2EPutAutoSwitchOrigin: `replicator put` on an autoswitch master
+// prints the epoch and the broker id of each PUT_OK, as the JSON answer
+// has them.
+func TestE2EPutAutoSwitchOrigin(t *testing.T) {
+	t.Parallel()
+	m := proctest.StartAutoSwitch(t, binPath, "master", filepath.Join(t.TempDir(), "m"), "", "", "--broker-id", "7", "--remoting-listen", "off")
+	code, out, errb := runCLI(t, "", "put", "--api", m.API, "one", "two")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 2 || !strings.HasPrefix(lines[0], "PUT_OK offset=0 ") ||
+		!strings.HasSuffix(lines[0], " queue_offset=0 epoch=1 broker_id=7") || !strings.HasSuffix(lines[1], " queue_offset=1 epoch=1 broker_id=7") {
+		t.Fatalf("put on an autoswitch master: exit %d\n%s%s", code, out, errb)
 	}
 }
 

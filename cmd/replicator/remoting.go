@@ -56,6 +56,8 @@ type remotingOpts struct {
 	MasterTLSCA     string // slave
 	MasterTLSCert   string // slave
 	MasterTLSKey    string // slave
+
+	ns namesrvOpts // namesrv.go: master, slave, node
 }
 
 func checkRemotingListen(s string) error {
@@ -120,8 +122,8 @@ func remotingFrameOpt(n *nodeOpts, help string) *config.Option {
 }
 
 func remotingMasterOpts(n *nodeOpts) []*config.Option {
-	return append(remotingServeOpts(n, defaultRemotingListen, ""),
-		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)"))
+	return append(append(remotingServeOpts(n, defaultRemotingListen, ""),
+		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)")), namesrvOptions(n)...)
 }
 
 // remotingSlaveOpts are the slave's metadata source options and, for an
@@ -137,7 +139,7 @@ func remotingSlaveOpts(n *nodeOpts) []*config.Option {
 		{Name: "master-remoting-tls-cert", Meta: "FILE", Help: "client certificate (PEM) for a remoting port that requires one (needs --master-remoting-tls-ca and --master-remoting-tls-key)", Value: config.File(&r.MasterTLSCert, true)},
 		{Name: "master-remoting-tls-key", Meta: "FILE", Help: "PEM private key of --master-remoting-tls-cert", Value: config.File(&r.MasterTLSKey, true)},
 		remotingFrameOpt(n, "largest remoting frame read, length field included: an answer from --master-remoting, a request on --remoting-listen (RocketMQ's limit is 16 MiB)"),
-	}, remotingServeOpts(n, remotingListenOff, "autoswitch, while promoted: ")...)
+	}, append(remotingServeOpts(n, remotingListenOff, "autoswitch, while promoted: "), namesrvOptions(n)...)...)
 }
 
 // remotingNodeOpts are the remoting server options of a node whose role
@@ -145,8 +147,8 @@ func remotingSlaveOpts(n *nodeOpts) []*config.Option {
 // the master, off by default. newRemotingWiring takes any role other than
 // "master" and "slave" as such a node.
 func remotingNodeOpts(n *nodeOpts) []*config.Option {
-	return append(remotingServeOpts(n, remotingListenOff, "while this node is the master: "),
-		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)"))
+	return append(append(remotingServeOpts(n, remotingListenOff, "while this node is the master: "),
+		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)")), namesrvOptions(n)...)
 }
 
 // defaultMasterRemoting derives the master's remoting address from its HA
@@ -179,6 +181,7 @@ type remotingWiring struct {
 
 	mu     sync.Mutex
 	server *remoting.Server
+	ns     *namesrvWiring // namesrv.go; nil without --namesrv-addr
 	wg     sync.WaitGroup
 }
 
@@ -196,6 +199,10 @@ func newRemotingWiring(role string, o *nodeOpts) (*remotingWiring, error) {
 		if err := w.configureSource(o); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if w.ns, err = newNamesrvWiring(role, o, w.listen); err != nil { // namesrv.go
+		return nil, err
 	}
 	if len(w.listen) == 0 && w.addr == "" {
 		return nil, nil

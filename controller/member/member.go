@@ -600,10 +600,8 @@ func (m *Member) serve(ctx context.Context, s *session, ep int32) {
 		return
 	}
 	if ep > rs.Epoch && m.g.valid() {
-		if err := m.cutPartialTail(); err != nil {
-			m.log.Error("becoming master", "epoch", ep, "error", err)
-			return
-		}
+		// BecomeMaster cuts a partial record at the log's end (the old
+		// master died while sending it) before it appends the epoch.
 		got, err := m.rep.BecomeMaster(ep)
 		if err != nil {
 			m.log.Error("becoming master", "epoch", ep, "error", err)

@@ -10,8 +10,8 @@ import (
 
 // TestElectedWithPartialRecord: a slave whose log ends inside a record
 // (the master died while sending it) is elected: it cuts the partial
-// record before it becomes master, and takes puts. OnRoleChange reports
-// each role change once, after core switched.
+// record as it becomes master (core.Replica.BecomeMaster), and takes
+// puts. OnRoleChange reports each role change once, after core switched.
 func TestElectedWithPartialRecord(t *testing.T) {
 	c := newCluster(t)
 	n1 := c.start(1, t.TempDir(), freeAddr(t), etcdURL)

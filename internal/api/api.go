@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,6 +234,34 @@ const (
 // this node does not follow yet). It answers 503, not stored.
 var ErrNoMaster = errors.New("no master to take the put")
 
+// RedirectError is a put refused by a node that is not the master (it
+// wraps core.ErrSlaveWriteProtected or core.ErrNotMaster), naming the
+// master's API base URL as the node knew it when it refused the put. A
+// Backend returns it when its master can change between the put and a
+// later Config.MasterAPI call (controller mode): the answer then names the
+// master the refusal was decided against.
+type RedirectError struct {
+	MasterAPI string
+	Err       error
+}
+
+func (e *RedirectError) Error() string { return e.Err.Error() }
+
+// Unwrap is Err.
+func (e *RedirectError) Unwrap() error { return e.Err }
+
+// masterAPIOf is the master's API base URL for a put refused with err: the
+// RedirectError's, else Config.MasterAPI's ("" when unknown).
+func (s *Server) masterAPIOf(err error) string {
+	if re, ok := errors.AsType[*RedirectError](err); ok {
+		return re.MasterAPI
+	}
+	if s.cfg.MasterAPI != nil {
+		return s.cfg.MasterAPI()
+	}
+	return ""
+}
+
 // Config configures a Server.
 type Config struct {
 	Backend Backend // REQUIRED
@@ -262,8 +291,10 @@ type Config struct {
 	// time.
 	Token string
 	// MasterAPI returns a slave's master's API base URL ("" when unknown),
-	// sent with the 403 answer to a put (body and Location header); nil:
-	// unknown.
+	// sent with the 403 answer to a put (body and Location header) and
+	// with the producer stream's SLAVE_WRITE_PROTECTED and NOT_MASTER
+	// results (master_api), unless the put's error is a RedirectError,
+	// whose MasterAPI is sent instead; nil: unknown.
 	MasterAPI func() string
 	// PutOrigin, when set, names the master epoch and the broker id a
 	// stored put was acknowledged in (autoswitch), for the put's answer.
@@ -288,6 +319,7 @@ type Server struct {
 	health   *health  // health.go: disk full, put-failure log limit
 	token    [32]byte // SHA-256 of Config.Token
 	stream   *streamService
+	fallback fallback
 }
 
 // New returns the API handler. It answers /readyz with 503 until SetReady(true).
@@ -307,7 +339,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), drain: make(chan struct{}), health: newHealth(cfg.Now)}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), drain: make(chan struct{}), health: newHealth(cfg.Now),
+		fallback: fallback{routes: map[string]string{}, notAllowed: map[string]http.Handler{}}}
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "replicator_http_requests_total",
 		Help: "HTTP API requests by route and status code.",
@@ -335,22 +368,22 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 	}
-	s.Handle("/v1/topics/{topic}/messages", "put", methods{http.MethodPost: http.HandlerFunc(s.put)})
-	s.Handle("/v1/messages", "messages", methods{http.MethodGet: http.HandlerFunc(s.messages)})
-	s.Handle("/v1/status", "status", methods{http.MethodGet: http.HandlerFunc(s.status)})
-	s.Handle("/v1/role", "role", methods{http.MethodPost: http.HandlerFunc(s.role)})
+	s.HandleFunc("POST /v1/topics/{topic}/messages", "put", s.put)
+	s.HandleFunc("GET /v1/messages", "messages", s.messages)
+	s.HandleFunc("GET /v1/status", "status", s.status)
+	s.HandleFunc("POST /v1/role", "role", s.role)
 	gatherer := cfg.Gatherer
 	if gatherer == nil {
 		gatherer = prometheus.NewRegistry()
 	}
-	s.Handle("/metrics", "metrics", methods{http.MethodGet: promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+	s.Handle("GET /metrics", "metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      promLogger{s.log},
-	})})
-	s.Handle("/healthz", "healthz", methods{http.MethodGet: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}))
+	s.HandleFunc("GET /healthz", "healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})})
-	s.Handle("/readyz", "readyz", methods{http.MethodGet: http.HandlerFunc(s.readyz)})
+	})
+	s.HandleFunc("GET /readyz", "readyz", s.readyz)
 	s.stream = newStreamService(s)
 	if cfg.Registerer != nil {
 		for _, c := range s.stream.collectors() {
@@ -360,43 +393,131 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.Handle(StreamPath, "stream", s.stream)
-	s.Handle("/", "other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.fallback.notFound = s.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	}))
+	s.mux.HandleFunc("/", s.serveFallback)
 	return s, nil
 }
 
-// methods maps HTTP methods to handlers; other methods answer 405. GET
-// routes also take HEAD.
-type methods map[string]http.Handler
-
-func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h, ok := m[r.Method]
-	if !ok && r.Method == http.MethodHead {
-		h, ok = m[http.MethodGet]
-	}
+// Handle mounts h at pattern, a net/http ServeMux pattern, with the
+// metrics label route, behind the token check (Config.Token) unless the
+// route is open. A pattern with a method ("POST /v1/role") takes that
+// method (GET also HEAD); a pattern without one ("/v1/metadata/") takes
+// every method and its handler checks them. A request that no pattern
+// takes answers 405 with an Allow header and a JSON error when patterns
+// with other methods match its path (counted under the route of the first
+// of them), else 404 (route "other"). Extensions (such as the metadata
+// plugin) add their routes this way before the server starts serving.
+func (s *Server) Handle(pattern, route string, h http.Handler) {
+	s.mux.Handle(pattern, s.instrument(route, h))
+	method, _, ok := strings.Cut(pattern, " ")
 	if !ok {
-		var allow []string
-		for k := range m {
-			allow = append(allow, k)
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		WriteError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed (use %s)", r.Method, strings.Join(allow, ", ")))
 		return
 	}
-	h.ServeHTTP(w, r)
+	s.fallback.mu.Lock()
+	defer s.fallback.mu.Unlock()
+	f := &s.fallback
+	if !slices.Contains(f.methods, method) {
+		f.methods = append(f.methods, method)
+	}
+	f.routes[pattern] = route
+	if _, ok := f.notAllowed[route]; !ok {
+		f.notAllowed[route] = s.instrument(route, http.HandlerFunc(notAllowed))
+	}
 }
 
-// Handle mounts h at pattern (a ServeMux pattern without a method) with
-// the metrics label route. Extensions (such as the metadata plugin) add
-// their routes this way before the server starts serving.
-func (s *Server) Handle(pattern, route string, h http.Handler) {
+// HandleFunc is Handle for a handler function.
+func (s *Server) HandleFunc(pattern, route string, h func(http.ResponseWriter, *http.Request)) {
+	s.Handle(pattern, route, http.HandlerFunc(h))
+}
+
+// instrument wraps h with the token check and the route's metrics.
+func (s *Server) instrument(route string, h http.Handler) http.Handler {
 	reqs := s.reqs.MustCurryWith(prometheus.Labels{"route": route})
 	dur := s.dur.MustCurryWith(prometheus.Labels{"route": route})
 	if s.cfg.Token != "" && !openRoutes[route] {
 		h = s.authenticate(h)
 	}
-	s.mux.Handle(pattern, promhttp.InstrumentHandlerCounter(reqs, promhttp.InstrumentHandlerDuration(dur, h)))
+	return promhttp.InstrumentHandlerCounter(reqs, promhttp.InstrumentHandlerDuration(dur, h))
+}
+
+// fallback answers what no pattern took (mounted at "/"): 405 when
+// patterns with other methods match the path, else 404.
+type fallback struct {
+	mu sync.Mutex
+	// methods are the methods of the method patterns.
+	methods []string
+	// routes maps each method pattern to its route label.
+	routes map[string]string
+	// notAllowed is each route's instrumented 405 answer.
+	notAllowed map[string]http.Handler
+	notFound   http.Handler
+}
+
+// allowKey carries a 405 answer's Allow value to notAllowed.
+type allowKey struct{}
+
+func (s *Server) serveFallback(w http.ResponseWriter, r *http.Request) {
+	f := &s.fallback
+	f.mu.Lock()
+	methods := f.methods
+	f.mu.Unlock()
+	var allow []string
+	route, redirect := "", false
+	probe := *r
+	for _, m := range methods {
+		if m == r.Method {
+			continue
+		}
+		probe.Method = m
+		_, pat := s.mux.Handler(&probe)
+		f.mu.Lock()
+		rt, ok := f.routes[pat]
+		f.mu.Unlock()
+		switch {
+		case !ok:
+		case patternPath(pat) == r.URL.Path+"/":
+			// ServeMux would redirect m to the path with a slash.
+			redirect = true
+		default:
+			allow = append(allow, m)
+			if route == "" {
+				route = rt
+			}
+		}
+	}
+	if len(allow) == 0 {
+		if redirect {
+			// As ServeMux redirects GET /debug/pprof to /debug/pprof/:
+			// whatever the method, the answer there says which it takes.
+			u := url.URL{Path: r.URL.Path + "/", RawQuery: r.URL.RawQuery}
+			http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
+			return
+		}
+		f.notFound.ServeHTTP(w, r)
+		return
+	}
+	slices.Sort(allow) // as ServeMux's Allow
+	f.mu.Lock()
+	h := f.notAllowed[route]
+	f.mu.Unlock()
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), allowKey{}, strings.Join(allow, ", "))))
+}
+
+// patternPath is the path of a ServeMux pattern ("GET /a/" -> "/a/").
+func patternPath(pat string) string {
+	if _, p, ok := strings.Cut(pat, " "); ok {
+		return strings.TrimSpace(p)
+	}
+	return pat
+}
+
+// notAllowed is the 405 answer, behind a route's token check and metrics.
+func notAllowed(w http.ResponseWriter, r *http.Request) {
+	allow, _ := r.Context().Value(allowKey{}).(string)
+	w.Header().Set("Allow", allow)
+	WriteError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed (use %s)", r.Method, allow))
 }
 
 // ServeHTTP serves the API.
@@ -454,7 +575,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if errors.Is(err, ErrNoMaster) {
-		WriteJSON(w, http.StatusServiceUnavailable, ErrorAnswer{Error: "the message was not stored: " + err.Error() + "; send it again later", Stored: StoredNo})
+		WriteJSON(w, http.StatusServiceUnavailable, ErrorAnswer{Error: noMasterText(err), Stored: StoredNo})
 		return
 	}
 	if err != nil && !errors.Is(err, store.ErrFlushDiskTimeout) {
@@ -463,8 +584,8 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 			s.logPutFailure(msg.Topic, err)
 		}
 		ans := ErrorAnswer{Error: text}
-		if errors.Is(err, core.ErrSlaveWriteProtected) && s.cfg.MasterAPI != nil {
-			ans.MasterAPI = s.cfg.MasterAPI()
+		if errors.Is(err, core.ErrSlaveWriteProtected) {
+			ans.MasterAPI = s.masterAPIOf(err)
 			if ans.MasterAPI != "" {
 				w.Header().Set("Location", strings.TrimSuffix(ans.MasterAPI, "/")+r.URL.RequestURI())
 			}
@@ -487,6 +608,11 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		ans.Epoch, ans.BrokerID = s.cfg.PutOrigin(res)
 	}
 	WriteJSON(w, http.StatusOK, ans)
+}
+
+// noMasterText is the error text of a put refused with ErrNoMaster.
+func noMasterText(err error) string {
+	return "the message was not stored: " + err.Error() + "; send it again later"
 }
 
 func putErrorCode(err error) (int, string) {

@@ -8,13 +8,18 @@
 //	              names and values are URL-query-escaped when they contain ',', '=',
 //	              '%' or non-ASCII bytes)
 //	     200 {"status": "PUT_OK"|"FLUSH_DISK_TIMEOUT"|"FLUSH_SLAVE_TIMEOUT"|"SLAVE_NOT_AVAILABLE",
-//	          "offset": N, "next_offset": M, "queue_offset": Q}
+//	          "offset": N, "next_offset": M, "queue_offset": Q,
+//	          "epoch": E, "broker_id": B}   (epoch, broker_id: Config.PutOrigin)
 //	         (RocketMQ counts all four statuses as stored on the master)
 //	     400 bad topic, queue, property, empty body or unknown query parameter
-//	     403 the node is a slave (slave write protection)
+//	     403 the node is a slave (slave write protection); "master_api" and a
+//	         Location header name the master when known (a RedirectError's,
+//	         else Config.MasterAPI's)
 //	     503 core.ErrFenced: the master is being demoted; the message says
 //	         whether the put was stored here (it waited for slaves and may be
-//	         cut when the node rejoins) or not
+//	         cut when the node rejoins) or not ("stored": "maybe"|"no")
+//	     503 ErrNoMaster: no master to take the put (controller mode, an
+//	         election): why, and "stored": "no"
 //	     413 body larger than the limit
 //	     507 the disk is full (ENOSPC, IsDiskFull): not stored; puts resume by
 //	         themselves once there is room. /readyz answers 503 "disk full"
@@ -66,8 +71,16 @@
 // long polls look at it every readLimitPoll. GET /v1/status keeps the
 // store's offsets.
 //
-// A method a route does not take answers 405 with an Allow header, an unknown
-// path 404. Handlers are instrumented with replicator_http_requests_total
+// Routes are net/http ServeMux patterns with their method
+// ("POST /v1/topics/{topic}/messages", the topic read with r.PathValue; a
+// GET pattern also takes HEAD), mounted with Server.Handle under a metrics
+// label. A method a route does not take answers 405 with an Allow header
+// (the methods mounted on that path, sorted) and a JSON error, counted
+// under that route's label; a path no pattern has answers 404, route
+// "other"; a path whose pattern ends in a slash redirects there (307) as
+// ServeMux does, whatever the method. Both go through the fallback that
+// Server mounts at "/", which asks the mux which other methods the path
+// takes. Handlers are instrumented with replicator_http_requests_total
 // {route, code} and replicator_http_request_duration_seconds{route}.
 //
 // # Producer stream
@@ -92,9 +105,11 @@
 // properties) and put through Backend.Put in its own goroutine, so the sync
 // puts of a batch wait for the slaves together; every taken message gets
 // one Result (in a PutResponse, several per response, in completion order):
-// STORED with the status and offsets, NOT_STORED with a reason (invalid,
-// too large, slave with Config.MasterAPI, not master, shutting down, disk
-// full) or MAYBE (fenced after it was stored, an internal error). The
+// STORED with the status and offsets (and Config.PutOrigin's epoch and
+// broker id), NOT_STORED with a reason (invalid, too large, slave or not
+// master — both with master_api as the JSON 403's —, UNAVAILABLE for
+// ErrNoMaster as the JSON 503 "stored":"no", shutting down, disk full) or
+// MAYBE (fenced after it was stored, an internal error). The
 // stream stops reading when its unanswered messages reach
 // StreamLimits.InflightBytes (or all streams' NodeInflightBytes): a
 // gatedBody keeps gRPC's handler transport, which would buffer the request

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/http"
 	"net/http/pprof"
 )
 
@@ -12,9 +11,10 @@ import (
 // threadcreate). They are behind the bearer token like every other route.
 // Call it before the server starts serving.
 func (s *Server) EnableProfiling() {
-	s.Handle("/debug/pprof/", "pprof", methods{http.MethodGet: http.HandlerFunc(pprof.Index)})
-	s.Handle("/debug/pprof/cmdline", "pprof", methods{http.MethodGet: http.HandlerFunc(pprof.Cmdline)})
-	s.Handle("/debug/pprof/profile", "pprof", methods{http.MethodGet: http.HandlerFunc(pprof.Profile)})
-	s.Handle("/debug/pprof/symbol", "pprof", methods{http.MethodGet: http.HandlerFunc(pprof.Symbol), http.MethodPost: http.HandlerFunc(pprof.Symbol)})
-	s.Handle("/debug/pprof/trace", "pprof", methods{http.MethodGet: http.HandlerFunc(pprof.Trace)})
+	s.HandleFunc("GET /debug/pprof/", "pprof", pprof.Index)
+	s.HandleFunc("GET /debug/pprof/cmdline", "pprof", pprof.Cmdline)
+	s.HandleFunc("GET /debug/pprof/profile", "pprof", pprof.Profile)
+	s.HandleFunc("GET /debug/pprof/symbol", "pprof", pprof.Symbol)
+	s.HandleFunc("POST /debug/pprof/symbol", "pprof", pprof.Symbol)
+	s.HandleFunc("GET /debug/pprof/trace", "pprof", pprof.Trace)
 }

@@ -125,7 +125,7 @@ func newStreamService(s *Server) *streamService {
 		}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replicator_stream_messages_total",
-			Help: "Messages answered on producer streams, by result: a put status (PUT_OK, FLUSH_SLAVE_TIMEOUT, ...) or an error (invalid_message, too_large, slave, not_master, fenced, shutting_down, no_space, internal).",
+			Help: "Messages answered on producer streams, by result: a put status (PUT_OK, FLUSH_SLAVE_TIMEOUT, ...) or an error (invalid_message, too_large, slave, not_master, no_master, fenced, shutting_down, no_space, internal).",
 		}, []string{"result"}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "replicator_stream_batches_total",
@@ -565,6 +565,8 @@ func resultLabel(r *producerv1.Result) string {
 		return "shutting_down"
 	case producerv1.Error_ERROR_NO_SPACE:
 		return "no_space"
+	case producerv1.Error_ERROR_UNAVAILABLE:
+		return "no_master"
 	}
 	return "internal"
 }
@@ -633,6 +635,9 @@ func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err
 	stored := func(st core.PutStatus) *producerv1.Result {
 		r.Storage, r.Status = producerv1.Storage_STORAGE_STORED, statusToProto(st)
 		r.Offset, r.NextOffset, r.QueueOffset = pr.Offset, pr.NextOffset, pr.QueueOffset
+		if ss.s.cfg.PutOrigin != nil {
+			r.Epoch, r.BrokerId = ss.s.cfg.PutOrigin(pr)
+		}
 		return r
 	}
 	refuse := func(e producerv1.Error, msg string) *producerv1.Result {
@@ -644,18 +649,21 @@ func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err
 		return stored(pr.Status)
 	case errors.Is(err, store.ErrFlushDiskTimeout):
 		return stored(core.FlushDiskTimeout)
+	case errors.Is(err, ErrNoMaster):
+		// Before ErrNotMaster, which it wraps: no master to name.
+		return refuse(producerv1.Error_ERROR_UNAVAILABLE, noMasterText(err))
 	case errors.Is(err, core.ErrFenced) && pr.NextOffset > 0:
 		r.Storage, r.Error = producerv1.Storage_STORAGE_MAYBE, producerv1.Error_ERROR_FENCED
 		r.Message = fmt.Sprintf("this master was fenced or demoted while the put waited for its slaves: the message is stored on this node at offset %d but may be cut when it follows another master", pr.Offset)
 		r.Offset, r.NextOffset, r.QueueOffset = pr.Offset, pr.NextOffset, pr.QueueOffset
 		return r
 	case errors.Is(err, core.ErrFenced), errors.Is(err, core.ErrNotMaster):
-		return refuse(producerv1.Error_ERROR_NOT_MASTER, "this node is not the master (demoted or fenced): the message was not stored; send it to the new master")
+		r = refuse(producerv1.Error_ERROR_NOT_MASTER, "this node is not the master (a slave, or demoted or fenced): the message was not stored; send it to the master")
+		r.MasterApi = ss.s.masterAPIOf(err)
+		return r
 	case errors.Is(err, core.ErrSlaveWriteProtected):
 		r = refuse(producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED, "this node is a slave; send writes to its master (slave write protection)")
-		if ss.s.cfg.MasterAPI != nil {
-			r.MasterApi = ss.s.cfg.MasterAPI()
-		}
+		r.MasterApi = ss.s.masterAPIOf(err)
 		return r
 	case errors.Is(err, store.ErrInvalidTopic), errors.Is(err, record.ErrInvalidTopic),
 		errors.Is(err, record.ErrInvalidProperty), errors.Is(err, record.ErrInvalidHost):

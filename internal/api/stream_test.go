@@ -255,7 +255,11 @@ func rawStream(t *testing.T, addr string, body io.Reader, hdr map[string]string)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := h2c().Do(req)
+	hc := h2c()
+	// Idle, the connection would hold the server's Shutdown for its
+	// polling interval.
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,3 +107,12 @@ func (r Result) cpuText() string {
 	}
 	return "; CPU µs/msg " + strings.Join(parts, " ")
 }
+
+// catchCPUText is a catch-up run's progress line CPU part: "; CPU ns/KB
+// master M slave S", empty when not measured.
+func (x run) catchCPUText() string {
+	if !x.hasCatchCPU || x.cpu.master < 0 || x.cpu.slave < 0 {
+		return ""
+	}
+	return fmt.Sprintf("; CPU ns/KB master %.0f slave %.0f", x.cpu.master*1000, x.cpu.slave*1000)
+}

@@ -39,6 +39,15 @@
 // (ratio_to_limit), to the disk's sequential write rate (ratio_to_disk)
 // and to the page-cache fill (ratio_to_page_write).
 //
+// CPU comes from /proc/PID/stat (user + system ticks) of the master and
+// slave groups (each daemon with its plugin processes) and of this process,
+// read at the start and the end of the measured phase: microseconds per
+// message for sync and async points (master_/slave_/process_cpu_us_per_msg),
+// and for a catch-up via the API nanoseconds per KB received, from the
+// slave's first status answer until it holds the whole log
+// (master_/slave_cpu_ns_per_kb). On a shared machine the rate follows the
+// other load; the CPU per unit of work moves much less.
+//
 // Memory comes from /proc/PID/status (Linux): VmHWM (the peak resident set;
 // reset through /proc/PID/clear_refs before each measured phase), and the
 // largest RssAnon (heap, stacks) and RssFile (mapped commit-log pages)

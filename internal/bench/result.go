@@ -81,6 +81,11 @@ type Result struct {
 	MasterCPUPerMsg  *float64 `json:"master_cpu_us_per_msg"`
 	SlaveCPUPerMsg   *float64 `json:"slave_cpu_us_per_msg"`
 	ProcessCPUPerMsg *float64 `json:"process_cpu_us_per_msg"`
+	// Catch-up via the API: CPU nanoseconds per KB (1000 bytes) received,
+	// of the master and of the slave daemon, from the slave's first status
+	// answer until it holds the whole log (median of the runs).
+	MasterCPUPerKB *float64 `json:"master_cpu_ns_per_kb"`
+	SlaveCPUPerKB  *float64 `json:"slave_cpu_ns_per_kb"`
 
 	BusyPct float64 `json:"machine_busy_pct"` // CPU busy share before the point
 	CPUs    int     `json:"cpus"`
@@ -103,6 +108,7 @@ type run struct {
 	busy              float64
 	hasLat, hasLag    bool
 	hasMsgs, hasLimit bool
+	hasCatchCPU       bool // cpu is per KB of a catch-up, not per message
 }
 
 // memory is what the RSS sampler saw.
@@ -215,6 +221,10 @@ func (r *runner) summarize(base Result, runs []run) Result {
 		res.MasterCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.master })
 		res.SlaveCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.slave })
 		res.ProcessCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.self })
+	}
+	if mid.hasCatchCPU {
+		res.MasterCPUPerKB = medianCPU(runs, func(c cpuPerMsg) float64 { return c.master * 1000 })
+		res.SlaveCPUPerKB = medianCPU(runs, func(c cpuPerMsg) float64 { return c.slave * 1000 })
 	}
 	if mid.hasLag {
 		res.LagP50Ms = ptr(medianDur(runs, func(x run) time.Duration { return x.lagP50 }))

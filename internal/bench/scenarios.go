@@ -105,7 +105,11 @@ func (r *runner) catchup(ctx context.Context, via, kind string) error {
 		return err
 	}
 	res := r.summarize(base, runs)
-	r.progress("catchup via %s, %s store: %.0f MB/s = %.0f%% of loopback TCP (%.0f MB/s)", via, kind, *res.MBPerS, 100**res.RatioToLimit, *res.LimitMBPerS)
+	cpuText := ""
+	if res.MasterCPUPerKB != nil && res.SlaveCPUPerKB != nil {
+		cpuText = fmt.Sprintf("; CPU ns/KB master %.0f slave %.0f", *res.MasterCPUPerKB, *res.SlaveCPUPerKB)
+	}
+	r.progress("catchup via %s, %s store: %.0f MB/s = %.0f%% of loopback TCP (%.0f MB/s)%s", via, kind, *res.MBPerS, 100**res.RatioToLimit, *res.LimitMBPerS, cpuText)
 	r.emit(res)
 	return nil
 }
@@ -205,7 +209,7 @@ func (r *runner) catchupAPI(ctx context.Context, kind string, total, seg int64) 
 			return nil, err
 		}
 		x.busy, x.limit, x.hasLimit = busy, raw, true
-		r.progress("catchup via api, %s store, run %d: %.0f MB/s (%s in %s); raw loopback %.0f MB/s", kind, i+1, x.mbps, mib(x.bytes), x.elapsed.Round(time.Millisecond), raw)
+		r.progress("catchup via api, %s store, run %d: %.0f MB/s (%s in %s); raw loopback %.0f MB/s%s", kind, i+1, x.mbps, mib(x.bytes), x.elapsed.Round(time.Millisecond), raw, x.catchCPUText())
 		runs = append(runs, x)
 	}
 	return runs, nil
@@ -236,6 +240,11 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 	deadline := started.Add(childStartTimeout + time.Duration(total/(1<<20))*time.Second)
 	var t0, lastLine time.Time
 	var o0 int64
+	var cpu0 cpuSample
+	cpuGroups := memGroups{
+		master: pidsOf(master.pid()), slave: pidsOf(slave.pid()),
+		masterPlugin: childrenPids(master.pid()), slavePlugin: childrenPids(slave.pid()),
+	}
 	for {
 		st, err := sc.status(ctx)
 		now := time.Now()
@@ -245,6 +254,7 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 			return run{}, fmt.Errorf("the slave reports a segment error: %s", st.Master.SegmentError)
 		case err == nil && t0.IsZero():
 			t0, o0 = now, st.MaxOffset
+			cpu0 = readCPU(cpuGroups)
 			// The daemons' profiles start once the slave answers and cover
 			// the catch-up at 500 MB/s or faster (and the idle time after
 			// it, which adds few samples).
@@ -258,6 +268,9 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 				x.bytes, x.elapsed = total, now.Sub(started)
 			}
 			x.mbps = float64(x.bytes) / x.elapsed.Seconds() / 1e6
+			if x.bytes == total-o0 {
+				x.cpu, x.hasCatchCPU = readCPU(cpuGroups).perMessage(cpu0, x.bytes/1000), true
+			}
 			return x, nil
 		case err == nil && now.Sub(lastLine) >= time.Second:
 			lastLine = now

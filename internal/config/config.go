@@ -3,8 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -109,15 +110,72 @@ type flagSetting struct {
 // stores the winning value of every option of the selected command and of the
 // global options into their Values. It returns ErrHelp, wrapped in a Result
 // that says which command's help was asked for, when help is requested.
+//
+// The steps run in order, each checking its source before the next one
+// runs: the command line (flags, command, arguments), the defaults, the
+// configuration file, the environment, the flags, the required options.
 func (p *Program) Parse(args []string, environ []string) (*Result, error) {
 	res := &Result{Sources: map[string]Source{}}
-	var flags []flagSetting
-	var positional []string
-	help := false
+	flags, err := p.parseArgs(args, res)
+	if err != nil {
+		return res, err
+	}
+	env := envMap(environ)
+	scope := p.scope(res.Command)
+	if err := applyDefaults(scope, res); err != nil {
+		return res, err
+	}
+	if err := p.applyConfigFile(flags, env, res); err != nil {
+		return res, err
+	}
+	if err := p.checkEnv(env); err != nil {
+		return res, err
+	}
+	if err := p.applyEnv(env, res); err != nil {
+		return res, err
+	}
+	if err := p.applyFlags(flags, res); err != nil {
+		return res, err
+	}
+	return res, checkRequired(res.Command, scope, res)
+}
 
-	// Global options, then the command, then its options and arguments. Global
-	// options are accepted after the command too.
-	i := 0
+// parseArgs reads the command line: global options, then the command, then
+// its options and arguments (global options are accepted after the command
+// too). It sets res.Command and res.Args and returns the flags in order,
+// not yet stored.
+func (p *Program) parseArgs(args []string, res *Result) ([]flagSetting, error) {
+	flags, i, help, err := p.parseGlobalFlags(args)
+	if err != nil {
+		return nil, err
+	}
+	var positional []string
+	if i < len(args) && args[i] != "--" {
+		cmdFlags, pos, err := p.parseCommand(args[i:], help, res)
+		if err != nil {
+			return nil, err
+		}
+		flags, positional = append(flags, cmdFlags...), pos
+	} else if i < len(args) {
+		positional = append(positional, args[i+1:]...)
+	}
+	if help {
+		return nil, ErrHelp
+	}
+	if res.Command == nil && len(positional) > 0 {
+		return nil, &Error{Where: positional[0], Err: errors.New("unexpected argument")}
+	}
+	if res.Command != nil && res.Command.MaxArgs >= 0 && len(positional) > res.Command.MaxArgs {
+		return nil, &Error{Where: positional[res.Command.MaxArgs], Err: fmt.Errorf("unexpected argument (%s takes %s)", res.Command.Name, argCount(res.Command.MaxArgs))}
+	}
+	res.Args = positional
+	return flags, nil
+}
+
+// parseGlobalFlags reads the global flags before the command. It returns
+// them, the index of the first argument that is not one, and whether help
+// was asked for (-h, --help).
+func (p *Program) parseGlobalFlags(args []string) (flags []flagSetting, i int, help bool, err error) {
 	for ; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
@@ -130,126 +188,132 @@ func (p *Program) Parse(args []string, environ []string) (*Result, error) {
 		}
 		opt := find(p.Global, name)
 		if opt == nil {
-			return res, &Error{Where: a, Err: fmt.Errorf("unknown global flag%s", suggest(name, optNames(p.Global), "--"))}
+			return nil, i, help, &Error{Where: a, Err: fmt.Errorf("unknown global flag%s", suggest(name, optNames(p.Global), "--"))}
 		}
 		v, next, err := flagValue(opt, a, val, hasVal, args, i)
 		if err != nil {
-			return res, err
+			return nil, i, help, err
 		}
 		i = next
 		flags = append(flags, flagSetting{opt, v, "--" + opt.Name})
 	}
-	if i < len(args) && args[i] != "--" {
-		name := args[i]
-		if name == "help" {
-			help = true
-			if i+1 < len(args) {
-				name = args[i+1]
-			} else {
-				return res, ErrHelp
-			}
+	return flags, i, help, nil
+}
+
+// parseCommand reads the command (args[0], or "help COMMAND") and its
+// flags and arguments; "--" ends the flags. It sets res.Command.
+func (p *Program) parseCommand(args []string, help bool, res *Result) (flags []flagSetting, positional []string, err error) {
+	name := args[0]
+	if name == "help" {
+		help = true
+		if len(args) < 2 {
+			return nil, nil, ErrHelp
 		}
-		res.Command = p.command(name)
-		if res.Command == nil {
-			return res, &Error{Where: name, Err: fmt.Errorf("unknown command%s (run '%s --help' for the list)", suggest(name, p.commandNames(), ""), p.Name)}
-		}
-		if help {
-			return res, ErrHelp
-		}
-		i++
-		for ; i < len(args); i++ {
-			a := args[i]
-			if a == "--" {
-				positional = append(positional, args[i+1:]...)
-				break
-			}
-			if !strings.HasPrefix(a, "-") || a == "-" {
-				positional = append(positional, a)
-				continue
-			}
-			name, val, hasVal := splitFlag(a)
-			if name == "h" || name == "help" {
-				return res, ErrHelp
-			}
-			opt := find(res.Command.Options, name)
-			if opt == nil {
-				opt = find(p.Global, name)
-			}
-			if opt == nil {
-				all := append(optNames(res.Command.Options), optNames(p.Global)...)
-				return res, &Error{Where: a, Err: fmt.Errorf("unknown flag for %s%s", res.Command.Name, suggest(name, all, "--"))}
-			}
-			v, next, err := flagValue(opt, a, val, hasVal, args, i)
-			if err != nil {
-				return res, err
-			}
-			i = next
-			flags = append(flags, flagSetting{opt, v, "--" + opt.Name})
-		}
-	} else if i < len(args) {
-		positional = append(positional, args[i+1:]...)
+		name = args[1]
+	}
+	if res.Command = p.command(name); res.Command == nil {
+		return nil, nil, &Error{Where: name, Err: fmt.Errorf("unknown command%s (run '%s --help' for the list)", suggest(name, p.commandNames(), ""), p.Name)}
 	}
 	if help {
-		return res, ErrHelp
+		return nil, nil, ErrHelp
 	}
-	if res.Command == nil && len(positional) > 0 {
-		return res, &Error{Where: positional[0], Err: errors.New("unexpected argument")}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			positional = append(positional, a)
+			continue
+		}
+		name, val, hasVal := splitFlag(a)
+		if name == "h" || name == "help" {
+			return nil, nil, ErrHelp
+		}
+		opt := find(res.Command.Options, name)
+		if opt == nil {
+			opt = find(p.Global, name)
+		}
+		if opt == nil {
+			all := append(optNames(res.Command.Options), optNames(p.Global)...)
+			return nil, nil, &Error{Where: a, Err: fmt.Errorf("unknown flag for %s%s", res.Command.Name, suggest(name, all, "--"))}
+		}
+		v, next, err := flagValue(opt, a, val, hasVal, args, i)
+		if err != nil {
+			return nil, nil, err
+		}
+		i = next
+		flags = append(flags, flagSetting{opt, v, "--" + opt.Name})
 	}
-	if res.Command != nil && res.Command.MaxArgs >= 0 && len(positional) > res.Command.MaxArgs {
-		return res, &Error{Where: positional[res.Command.MaxArgs], Err: fmt.Errorf("unexpected argument (%s takes %s)", res.Command.Name, argCount(res.Command.MaxArgs))}
-	}
-	res.Args = positional
+	return flags, positional, nil
+}
 
+// envMap is environ (as os.Environ) as a map.
+func envMap(environ []string) map[string]string {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			env[k] = v
 		}
 	}
+	return env
+}
 
-	// 1. defaults
+// scope is the options that cmd (nil: none) takes: the global ones and
+// its own.
+func (p *Program) scope(cmd *Command) []*Option {
 	scope := append([]*Option(nil), p.Global...)
-	if res.Command != nil {
-		scope = append(scope, res.Command.Options...)
+	if cmd != nil {
+		scope = append(scope, cmd.Options...)
 	}
+	return scope
+}
+
+// applyDefaults stores the default of every option in scope that has one.
+func applyDefaults(scope []*Option, res *Result) error {
 	for _, opt := range scope {
 		if opt.Default == "" {
 			continue
 		}
 		if err := opt.Value.Set(opt.Default); err != nil {
-			return res, &Error{Where: "default of --" + opt.Name, Err: err}
+			return &Error{Where: "default of --" + opt.Name, Err: err}
 		}
 		res.Sources[opt.Name] = SourceDefault
 	}
+	return nil
+}
 
-	// 2. the configuration file, named by a flag or the environment
-	if p.ConfigOption != "" {
-		path := ""
-		copt := find(p.Global, p.ConfigOption)
-		if v, ok := env[EnvName(nil, copt)]; ok {
-			path = v
-		}
-		for _, f := range flags {
-			if f.opt == copt {
-				path = f.value
-			}
-		}
-		if path != "" {
-			if err := copt.Value.Set(path); err != nil {
-				return res, &Error{Where: "--" + copt.Name, Err: err}
-			}
-			res.Sources[copt.Name] = SourceFlag
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return res, &Error{Where: "--" + copt.Name, Err: fmt.Errorf("reading configuration file: %w", err)}
-			}
-			if err := p.applyFile(path, src, res); err != nil {
-				return res, err
-			}
+// applyConfigFile reads and applies the configuration file named by the
+// config option's flag, else by its environment variable; none: nothing.
+func (p *Program) applyConfigFile(flags []flagSetting, env map[string]string, res *Result) error {
+	if p.ConfigOption == "" {
+		return nil
+	}
+	copt := find(p.Global, p.ConfigOption)
+	path := env[EnvName(nil, copt)]
+	for _, f := range flags {
+		if f.opt == copt {
+			path = f.value
 		}
 	}
+	if path == "" {
+		return nil
+	}
+	if err := copt.Value.Set(path); err != nil {
+		return &Error{Where: "--" + copt.Name, Err: err}
+	}
+	res.Sources[copt.Name] = SourceFlag
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return &Error{Where: "--" + copt.Name, Err: fmt.Errorf("reading configuration file: %w", err)}
+	}
+	return p.applyFile(path, src, res)
+}
 
-	// 3. the environment: unknown REPLICATOR_* variables are refused
+// checkEnv refuses unknown REPLICATOR_* variables, naming the first (in
+// sorted order) and the closest known one.
+func (p *Program) checkEnv(env map[string]string) error {
 	known := map[string]bool{}
 	for _, name := range p.Env {
 		known[name] = true
@@ -268,50 +332,61 @@ func (p *Program) Parse(args []string, environ []string) (*Result, error) {
 			unknown = append(unknown, k)
 		}
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		names := make([]string, 0, len(known))
-		for k := range known {
-			names = append(names, k)
-		}
-		return res, &Error{Where: unknown[0], Err: fmt.Errorf("unknown environment variable%s", suggest(unknown[0], names, ""))}
-	}
-	apply := func(cmd *Command, opt *Option) error {
-		name := EnvName(cmd, opt)
-		v, ok := env[name]
-		if !ok {
-			return nil
-		}
-		if l, ok := opt.Value.(listValue); ok {
-			l.Reset()
-			for _, item := range strings.Split(v, ",") {
-				if err := opt.Value.Set(strings.TrimSpace(item)); err != nil {
-					return &Error{Where: name, Err: err}
-				}
-			}
-		} else if err := opt.Value.Set(v); err != nil {
-			return &Error{Where: name, Err: err}
-		}
-		res.Sources[opt.Name] = SourceEnv
+	if len(unknown) == 0 {
 		return nil
 	}
+	slices.Sort(unknown)
+	return &Error{Where: unknown[0], Err: fmt.Errorf("unknown environment variable%s", suggest(unknown[0], slices.Sorted(maps.Keys(known)), ""))}
+}
+
+// applyEnv stores the environment's values of the global options (but the
+// config option, read before) and of the selected command's.
+func (p *Program) applyEnv(env map[string]string, res *Result) error {
 	for _, opt := range p.Global {
 		if opt.Name == p.ConfigOption {
 			continue
 		}
-		if err := apply(nil, opt); err != nil {
-			return res, err
+		if err := setFromEnv(nil, opt, env, res); err != nil {
+			return err
 		}
 	}
-	if res.Command != nil {
-		for _, opt := range res.Command.Options {
-			if err := apply(res.Command, opt); err != nil {
-				return res, err
+	if res.Command == nil {
+		return nil
+	}
+	for _, opt := range res.Command.Options {
+		if err := setFromEnv(res.Command, opt, env, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setFromEnv stores opt's environment variable when it is set: a list
+// option takes comma-separated items and forgets earlier sources.
+func setFromEnv(cmd *Command, opt *Option, env map[string]string, res *Result) error {
+	name := EnvName(cmd, opt)
+	v, ok := env[name]
+	if !ok {
+		return nil
+	}
+	if l, ok := opt.Value.(listValue); ok {
+		l.Reset()
+		for _, item := range strings.Split(v, ",") {
+			if err := opt.Value.Set(strings.TrimSpace(item)); err != nil {
+				return &Error{Where: name, Err: err}
 			}
 		}
+	} else if err := opt.Value.Set(v); err != nil {
+		return &Error{Where: name, Err: err}
 	}
+	res.Sources[opt.Name] = SourceEnv
+	return nil
+}
 
-	// 4. flags
+// applyFlags stores the command line's flags in order (the config option
+// was read before); the first occurrence of a list flag forgets earlier
+// sources, later ones add to it.
+func (p *Program) applyFlags(flags []flagSetting, res *Result) error {
 	reset := map[*Option]bool{}
 	for _, f := range flags {
 		if f.opt.Name == p.ConfigOption {
@@ -322,21 +397,25 @@ func (p *Program) Parse(args []string, environ []string) (*Result, error) {
 			reset[f.opt] = true
 		}
 		if err := f.opt.Value.Set(f.value); err != nil {
-			return res, &Error{Where: f.where, Err: err}
+			return &Error{Where: f.where, Err: err}
 		}
 		res.Sources[f.opt.Name] = SourceFlag
 	}
+	return nil
+}
 
+// checkRequired refuses a required option no source set.
+func checkRequired(cmd *Command, scope []*Option, res *Result) error {
 	for _, opt := range scope {
 		if _, set := res.Sources[opt.Name]; opt.Required && !set {
 			where := "--" + opt.Name
-			if res.Command != nil {
-				where += " (or " + EnvName(res.Command, opt) + ")"
+			if cmd != nil {
+				where += " (or " + EnvName(cmd, opt) + ")"
 			}
-			return res, &Error{Where: where, Err: errors.New("required")}
+			return &Error{Where: where, Err: errors.New("required")}
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func argCount(n int) string {
@@ -362,7 +441,7 @@ func flagValue(opt *Option, arg, val string, hasVal bool, args []string, i int) 
 	if hasVal {
 		return val, i, nil
 	}
-	if b, ok := opt.Value.(boolValue); ok && b.isBool() {
+	if b, ok := opt.Value.(boolValue); ok && b.IsBoolFlag() {
 		return "true", i, nil
 	}
 	if i+1 >= len(args) {

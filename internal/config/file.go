@@ -32,15 +32,23 @@ func (p *Program) applyFile(path string, src []byte, res *Result) error {
 		return &Error{Where: where, Err: errors.New(diagText(diags))}
 	}
 	body := f.Body.(*hclsyntax.Body)
-
-	var keys []string
-	for _, o := range p.Global {
-		if o.Name != p.ConfigOption {
-			keys = append(keys, o.Key())
+	if err := p.applyGlobalAttrs(body.Attributes, res); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, blk := range body.Blocks {
+		if err := p.applyBlock(blk, seen, res); err != nil {
+			return err
 		}
 	}
-	for _, name := range sortedAttrs(body.Attributes) {
-		attr := body.Attributes[name]
+	return nil
+}
+
+// applyGlobalAttrs stores the file's top-level attributes: global options
+// (but the config option).
+func (p *Program) applyGlobalAttrs(attrs hclsyntax.Attributes, res *Result) error {
+	for _, name := range sortedAttrs(attrs) {
+		attr := attrs[name]
 		var opt *Option
 		for _, o := range p.Global {
 			if o.Key() == name && o.Name != p.ConfigOption {
@@ -48,53 +56,59 @@ func (p *Program) applyFile(path string, src []byte, res *Result) error {
 			}
 		}
 		if opt == nil {
-			blocks := p.commandNames()
-			return &Error{Where: rangeText(attr.NameRange) + name, Err: fmt.Errorf("unknown key%s", suggest(name, append(keys, blocks...), ""))}
+			var keys []string
+			for _, o := range p.Global {
+				if o.Name != p.ConfigOption {
+					keys = append(keys, o.Key())
+				}
+			}
+			return &Error{Where: rangeText(attr.NameRange) + name, Err: fmt.Errorf("unknown key%s", suggest(name, append(keys, p.commandNames()...), ""))}
 		}
 		if err := setAttr(opt, attr, name); err != nil {
 			return err
 		}
 		res.Sources[opt.Name] = SourceFile
 	}
-	seen := map[string]bool{}
-	for _, blk := range body.Blocks {
-		cmd := p.command(blk.Type)
-		if cmd == nil || len(cmd.Options) == 0 {
-			return &Error{Where: rangeText(blk.TypeRange) + blk.Type, Err: fmt.Errorf("unknown block%s", suggest(blk.Type, p.commandNames(), ""))}
-		}
-		if len(blk.Labels) > 0 {
-			return &Error{Where: rangeText(blk.LabelRanges[0]) + blk.Type, Err: errors.New("a command block takes no label")}
-		}
-		if seen[blk.Type] {
-			return &Error{Where: rangeText(blk.TypeRange) + blk.Type, Err: errors.New("block given twice")}
-		}
-		seen[blk.Type] = true
-		if len(blk.Body.Blocks) > 0 {
-			b := blk.Body.Blocks[0]
-			return &Error{Where: rangeText(b.TypeRange) + blk.Type + "." + b.Type, Err: errors.New("unknown block")}
-		}
-		selected := res.Command != nil && res.Command.Name == cmd.Name
-		for _, name := range sortedAttrs(blk.Body.Attributes) {
-			attr := blk.Body.Attributes[name]
-			opt := findKey(cmd.Options, name)
-			where := blk.Type + "." + name
-			if opt == nil {
-				var ks []string
-				for _, o := range cmd.Options {
-					ks = append(ks, o.Key())
-				}
-				return &Error{Where: rangeText(attr.NameRange) + where, Err: fmt.Errorf("unknown key%s", suggest(name, ks, ""))}
+	return nil
+}
+
+// applyBlock checks one command block (seen: the blocks before it) and
+// stores its values when it is the selected command's.
+func (p *Program) applyBlock(blk *hclsyntax.Block, seen map[string]bool, res *Result) error {
+	cmd := p.command(blk.Type)
+	switch {
+	case cmd == nil || len(cmd.Options) == 0:
+		return &Error{Where: rangeText(blk.TypeRange) + blk.Type, Err: fmt.Errorf("unknown block%s", suggest(blk.Type, p.commandNames(), ""))}
+	case len(blk.Labels) > 0:
+		return &Error{Where: rangeText(blk.LabelRanges[0]) + blk.Type, Err: errors.New("a command block takes no label")}
+	case seen[blk.Type]:
+		return &Error{Where: rangeText(blk.TypeRange) + blk.Type, Err: errors.New("block given twice")}
+	case len(blk.Body.Blocks) > 0:
+		b := blk.Body.Blocks[0]
+		return &Error{Where: rangeText(b.TypeRange) + blk.Type + "." + b.Type, Err: errors.New("unknown block")}
+	}
+	seen[blk.Type] = true
+	selected := res.Command != nil && res.Command.Name == cmd.Name
+	for _, name := range sortedAttrs(blk.Body.Attributes) {
+		attr := blk.Body.Attributes[name]
+		opt := findKey(cmd.Options, name)
+		where := blk.Type + "." + name
+		if opt == nil {
+			var ks []string
+			for _, o := range cmd.Options {
+				ks = append(ks, o.Key())
 			}
-			if !selected {
-				// Check the value without keeping it.
-				opt = &Option{Name: opt.Name, Value: scratch(opt.Value)}
-			}
-			if err := setAttr(opt, attr, where); err != nil {
-				return err
-			}
-			if selected {
-				res.Sources[opt.Name] = SourceFile
-			}
+			return &Error{Where: rangeText(attr.NameRange) + where, Err: fmt.Errorf("unknown key%s", suggest(name, ks, ""))}
+		}
+		if !selected {
+			// Check the value without keeping it.
+			opt = &Option{Name: opt.Name, Value: scratch(opt.Value)}
+		}
+		if err := setAttr(opt, attr, where); err != nil {
+			return err
+		}
+		if selected {
+			res.Sources[opt.Name] = SourceFile
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -12,17 +13,15 @@ import (
 	"time"
 )
 
-// Value is the parse target of an option. Set parses and stores one textual
+// Value is the parse target of an option: the standard library's
+// flag.Value, so any flag.Value serves. Set parses and stores one textual
 // value; it is called once per source that sets the option (and once per
 // occurrence for a repeatable option), the later call winning.
-type Value interface {
-	Set(s string) error
-	String() string
-}
+type Value = flag.Value
 
 // boolValue is implemented by values that take no argument on the command
-// line (--json means --json=true).
-type boolValue interface{ isBool() bool }
+// line (--json means --json=true), with the flag package's convention.
+type boolValue interface{ IsBoolFlag() bool }
 
 // listValue is implemented by repeatable values: Reset forgets what an
 // earlier source set, so a flag replaces the list from the environment
@@ -62,8 +61,8 @@ func (v *boolVal) Set(s string) error {
 	}
 	return nil
 }
-func (v *boolVal) String() string { return strconv.FormatBool(*v.p) }
-func (v *boolVal) isBool() bool   { return true }
+func (v *boolVal) String() string   { return strconv.FormatBool(*v.p) }
+func (v *boolVal) IsBoolFlag() bool { return true }
 
 // Int parses a decimal integer in [min, max].
 func Int(p *int, min, max int) Value { return &intValue{p: p, min: int64(min), max: int64(max)} }

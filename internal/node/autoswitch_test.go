@@ -79,8 +79,8 @@ func TestNodeAutoSwitchInProcess(t *testing.T) {
 		}
 		return nil
 	})
-	if s.n.stopMon != nil {
-		t.Fatal("an autoswitch slave polls its connection (monitor started)")
+	if s.n.stopBehind != nil {
+		t.Fatal("an autoswitch slave runs the classic slave's polling master-log check")
 	}
 	for i := range 5 {
 		if code, body := postJSON(t, hc, mURL+"/v1/topics/T/messages", fmt.Sprint("m", i)); code != 200 || !strings.Contains(body, "PUT_OK") {

@@ -219,25 +219,37 @@ func (n *Node) memberPut(ctx context.Context, msg *record.Message) (core.PutResu
 	if err == nil || errors.Is(err, core.ErrFenced) || !errors.Is(err, core.ErrNotMaster) {
 		return res, err
 	}
-	st := n.member.Status()
+	return res, notMasterPutErr(n.member.Status(), err)
+}
+
+// notMasterPutErr is the error of a put a controller-mode member refused
+// with core.ErrNotMaster, for the member's reading st of its group: a
+// RedirectError naming the master's API when a slave knows it (403), else
+// api.ErrNoMaster saying why (503, not stored).
+func notMasterPutErr(st member.Status, err error) error {
 	switch {
 	case st.Master == controller.NoMaster:
 		reason := st.NoMasterReason
 		if reason == "" {
 			reason = "none elected yet"
 		}
-		return res, fmt.Errorf("%w: group %s has no master (%s): %w", api.ErrNoMaster, st.Group, reason, err)
+		return fmt.Errorf("%w: group %s has no master (%s): %w", api.ErrNoMaster, st.Group, reason, err)
+	case st.Master == st.BrokerID:
+		// Elected, and not master yet (the role change runs).
+		return fmt.Errorf("%w: this node (broker %d) was elected the master of group %s (epoch %d) and is taking the role: %w",
+			api.ErrNoMaster, st.Master, st.Group, st.MasterEpoch, err)
 	case !errors.Is(err, core.ErrSlaveWriteProtected):
-		return res, fmt.Errorf("%w: broker %d is the master of group %s (epoch %d) but this node has no role yet: %w",
+		return fmt.Errorf("%w: broker %d is the master of group %s (epoch %d) but this node has no role yet: %w",
 			api.ErrNoMaster, st.Master, st.Group, st.MasterEpoch, err)
 	case st.MasterAPI == "":
-		return res, fmt.Errorf("%w: broker %d is the master of group %s (epoch %d), its API address is unknown: %w",
+		return fmt.Errorf("%w: broker %d is the master of group %s (epoch %d), its API address is unknown: %w",
 			api.ErrNoMaster, st.Master, st.Group, st.MasterEpoch, err)
 	}
-	// A slave: 403 with the master's API. Not core.ErrNotMaster: the
-	// producer stream answers that as "not master" without the master's
-	// address, and a client could not follow it.
-	return res, fmt.Errorf("%w: this node is a slave of broker %d in group %s", core.ErrSlaveWriteProtected, st.Master, st.Group)
+	// A slave: 403 naming the master of this same reading of the group (a
+	// later Config.MasterAPI call could find an election under way and
+	// name none).
+	return &api.RedirectError{MasterAPI: st.MasterAPI,
+		Err: fmt.Errorf("%w: this node is a slave of broker %d in group %s", core.ErrSlaveWriteProtected, st.Master, st.Group)}
 }
 
 // putOrigin is api.Config.PutOrigin of an autoswitch node: the epoch of

@@ -14,11 +14,21 @@
 // ShutdownGrace), extensions close, core closes (slave connections), the
 // store flushes and closes, the lock is released.
 //
-// A classic slave node polls its HA client's status every MonitorInterval to
-// run the extensions' OnMasterConnect hooks when the connection comes up; an
-// autoswitch node runs them from core's Replica.OnConnect (the connection
-// reached TRANSFER), without polling. An extension that starts after the
-// connection came up gets its hook run at registration.
+// Start is a sequence of small steps, each checked before the next:
+// lockAndListen, registerMetrics, openPlugins (store, transport, segment
+// size), checkRoleHistory, startCore (a controller-mode member, an autoswitch
+// replica, or a classic slave or master), newAPI, startExtensions,
+// newHTTPServer. Whatever a step acquired, closeAll releases.
+//
+// Connection events are pushed, not polled: core calls the node (a classic
+// slave's SlaveNode.OnConnect, an autoswitch node's Replica.OnConnect) each
+// time the slave's connection reaches TRANSFER, and the node runs the
+// extensions' OnMasterConnect hooks, once per connection, however briefly
+// the link was down. An extension that starts after the connection came up
+// gets its hook run at registration. A classic slave's master-log check
+// (masterbehind.go, with --master-api) learns of appends from the store's
+// Watch and reads the master's status one report interval after the last
+// append or check.
 //
 // A runtime role change (ChangeRole, POST /v1/role) is pushed to the
 // extensions: once core.Replica has switched, the node records the current

@@ -33,9 +33,7 @@ type behindCheck struct {
 	gauge    prometheus.Gauge
 
 	// Owned by the check goroutine.
-	lastMax    int64
-	lastChange time.Time
-	lastCheck  time.Time
+	lastMax int64
 }
 
 func newBehindGauge() prometheus.Gauge {
@@ -73,8 +71,8 @@ func (n *Node) setDiverged(reason string, masterMax, localMax int64) {
 	}
 }
 
-// startBehindCheck starts the check on a classic slave node (n.stopMon set),
-// or logs that it is off without --master-api.
+// startBehindCheck starts the check on a classic slave node, or logs that it
+// is off without --master-api.
 func (n *Node) startBehindCheck() {
 	if n.cfg.MasterAPI == "" {
 		n.log.Info("the master-log check is off: without --master-api this classic slave cannot tell a log longer than (diverged from) its master's, which gets heartbeats only")
@@ -89,50 +87,52 @@ func (n *Node) startBehindCheck() {
 		client = &http.Client{Timeout: interval}
 	}
 	c := &behindCheck{interval: interval, client: client, url: strings.TrimRight(n.cfg.MasterAPI, "/") + "/v1/status"}
-	n.behindDone = make(chan struct{})
+	n.stopBehind, n.behindDone = make(chan struct{}), make(chan struct{})
 	go n.runBehindCheck(c)
 }
 
+// runBehindCheck is the check's goroutine. Appends are pushed by the store
+// (store.Store.Watch); a timer fires one interval after the last append or
+// the last check, and the master's status is read then.
 func (n *Node) runBehindCheck(c *behindCheck) {
 	defer close(n.behindDone)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-n.stopMon:
+		case <-n.stopBehind:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	tick := min(MonitorInterval, c.interval)
-	t := time.NewTicker(tick)
+	appended := make(chan struct{}, 1)
+	stopWatch := n.st.Watch(appended)
+	defer stopWatch()
+	t := time.NewTimer(c.interval)
 	defer t.Stop()
-	c.lastMax, c.lastChange = n.st.Bounds().Max, time.Now()
+	c.lastMax = n.st.Bounds().Max
 	for {
 		select {
-		case <-n.stopMon:
+		case <-n.stopBehind:
 			return
+		case <-appended:
+			if local := n.st.Bounds().Max; local != c.lastMax {
+				// Data arrived: the slave appends, the master's log
+				// reaches past this one.
+				c.lastMax = local
+				n.setDiverged("", -1, local)
+				t.Reset(c.interval)
+			}
+			continue
 		case <-t.C:
 		}
-		now := time.Now()
+		t.Reset(c.interval)
 		local := n.st.Bounds().Max
-		if local != c.lastMax {
-			// Data arrived: the slave appends, the master's log reaches
-			// past this one.
-			c.lastMax, c.lastChange = local, now
-			n.setDiverged("", -1, local)
-			continue
-		}
-		on := n.diverged() != ""
 		// Check only while heartbeats only (connected, appending nothing
 		// for an interval), or while the reason is up so that it clears.
-		if !on && (!n.slave.Status().Connected || now.Sub(c.lastChange) < c.interval) {
+		if n.diverged() == "" && !n.slave.Status().Connected {
 			continue
 		}
-		if now.Sub(c.lastCheck) < c.interval {
-			continue
-		}
-		c.lastCheck = now
 		masterMax, err := c.masterMax(ctx)
 		if err != nil {
 			if ctx.Err() == nil {

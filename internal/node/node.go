@@ -22,6 +22,7 @@ import (
 	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
+	"github.com/replicatorhq/replicator/internal/promreg"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -228,8 +229,6 @@ type Node struct {
 	started  []Extension
 	onConn   []func()
 	onConnMu sync.Mutex
-	stopMon  chan struct{}
-	monDone  chan struct{}
 	hooks    sync.WaitGroup // running OnMasterConnect hooks
 	// hooksClosed (under onConnMu): closeAll started; no more hooks.
 	hooksClosed bool
@@ -263,6 +262,7 @@ type Node struct {
 	behindMu    sync.Mutex
 	behind      string // the reason while the master's log is shorter
 	behindGauge prometheus.Gauge
+	stopBehind  chan struct{} // closed by closeAll
 	behindDone  chan struct{}
 }
 
@@ -332,10 +332,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		}
 		serveErr <- n.srv.Serve(n.ln)
 	}()
-	if n.slave != nil && n.replica == nil {
-		n.stopMon, n.monDone = make(chan struct{}), make(chan struct{})
-		go n.monitor()
-		n.startBehindCheck()
+	if n.slave != nil {
+		n.startBehindCheck() // masterbehind.go: a classic slave's master-log check
 	}
 	n.api.SetReady(true)
 	close(n.ready)
@@ -400,7 +398,37 @@ func (n *Node) logReady() {
 }
 
 func (n *Node) start() error {
-	cfg := n.cfg
+	if err := n.lockAndListen(); err != nil {
+		return err
+	}
+	if err := n.registerMetrics(); err != nil {
+		return err
+	}
+	tr, err := n.openPlugins()
+	if err != nil {
+		return err
+	}
+	if err := n.checkRoleHistory(); err != nil {
+		return err
+	}
+	put, err := n.startCore(tr)
+	if err != nil {
+		return err
+	}
+	if err := n.newAPI(put); err != nil {
+		return err
+	}
+	if err := n.startExtensions(); err != nil {
+		return err
+	}
+	return n.newHTTPServer()
+}
+
+// lockAndListen creates and locks the data directory, then listens on the
+// API address: a port in use is the most common start failure, and it
+// should not leave a half-started node behind.
+func (n *Node) lockAndListen() error {
+	cfg := &n.cfg
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("node: data directory: %w", err)
 	}
@@ -409,24 +437,23 @@ func (n *Node) start() error {
 		return err
 	}
 	n.unlock = unlock
-
-	// Listen first: a port in use is the most common start failure, and it
-	// should not leave a half-started node behind.
-	n.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
+	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("node: API listen on %s: %w", cfg.Listen, err)
 	}
+	return nil
+}
 
-	if err := n.registerMetrics(); err != nil {
-		return err
-	}
+// openPlugins opens the store and the transport of the configured plugins
+// and checks the store's segment size against the configured one.
+func (n *Node) openPlugins() (transport.Transport, error) {
+	cfg := &n.cfg
 	openStore, err := cfg.Registry.Store(cfg.StorePlugin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	newTransport, err := cfg.Registry.Transport(cfg.TransportPlugin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Keep n.st nil unless the store opened: a factory may return a typed
 	// nil with its error, and closeAll closes whatever n.st holds.
@@ -438,76 +465,95 @@ func (n *Node) start() error {
 		Registerer:     n.reg,
 	})
 	if err != nil {
-		return fmt.Errorf("node: opening the %s store: %w", cfg.StorePlugin, err)
+		return nil, fmt.Errorf("node: opening the %s store: %w", cfg.StorePlugin, err)
 	}
 	n.st = st
 	tr, err := newTransport(pluginhost.TransportOptions{Logger: n.log, Registerer: n.reg})
 	if err != nil {
-		return fmt.Errorf("node: the %s transport: %w", cfg.TransportPlugin, err)
+		return nil, fmt.Errorf("node: the %s transport: %w", cfg.TransportPlugin, err)
 	}
 	if tr, err = n.secureTransport(tr); err != nil {
-		return err
+		return nil, err
 	}
 	if b := n.st.Bounds(); cfg.SegmentSize > 0 && b.SegmentSize != cfg.SegmentSize {
-		return fmt.Errorf("node: the commit log in %s has segments of %d bytes, not the configured %d", cfg.DataDir, b.SegmentSize, cfg.SegmentSize)
+		return nil, fmt.Errorf("node: the commit log in %s has segments of %d bytes, not the configured %d", cfg.DataDir, b.SegmentSize, cfg.SegmentSize)
 	}
+	return tr, nil
+}
 
-	if err := n.checkRoleHistory(); err != nil {
-		return err
-	}
-	var put func(context.Context, *record.Message) (core.PutResult, error)
-	if cfg.Controller != nil {
+// putFunc is the put of the node's replication core.
+type putFunc func(context.Context, *record.Message) (core.PutResult, error)
+
+// startCore starts the replication core of the configured mode: a
+// controller-mode member, an autoswitch replica, or a classic slave or
+// master. It returns the put the API calls.
+func (n *Node) startCore(tr transport.Transport) (putFunc, error) {
+	switch {
+	case n.cfg.Controller != nil:
 		if err := n.startMember(tr); err != nil {
-			return err
+			return nil, err
 		}
-		put = n.memberPut
-	} else if cfg.Protocol == core.ProtocolAutoSwitch {
+		return n.memberPut, nil
+	case n.cfg.Protocol == core.ProtocolAutoSwitch:
 		if err := n.startReplica(tr); err != nil {
-			return err
+			return nil, err
 		}
-		put = n.replica.Put
-	} else if cfg.Role == core.Slave {
-		n.slave, err = core.NewSlave(n.st, tr, core.SlaveConfig{
-			MasterAddr:           cfg.MasterHA,
-			ReconnectDelay:       cfg.ReconnectDelay,
-			HousekeepingInterval: cfg.HAIdleTimeout,
-			ReportInterval:       cfg.HAReportInterval,
-			Logger:               n.log,
-			Registerer:           n.reg,
-		})
-		if err != nil {
-			return fmt.Errorf("node: slave: %w", err)
-		}
-		if err := n.slave.Start(); err != nil {
-			return fmt.Errorf("node: starting the slave: %w", err)
-		}
-		put = n.slave.Put
-		if err := n.recordRole(RoleSlave); err != nil {
-			return err
-		}
-	} else {
-		n.master, err = core.NewMaster(n.st, tr, core.MasterConfig{
-			ListenAddr:           cfg.HAListen,
-			Role:                 cfg.Role,
-			SyncAcks:             cfg.SyncAcks,
-			SlaveTimeout:         cfg.SlaveTimeout,
-			MaxLag:               cfg.MaxLag,
-			HousekeepingInterval: cfg.HAIdleTimeout,
-			Logger:               n.log,
-			Registerer:           n.reg,
-		})
-		if err != nil {
-			return fmt.Errorf("node: master: %w", err)
-		}
-		if err := n.master.Start(); err != nil {
-			return fmt.Errorf("node: starting the master: %w", err)
-		}
-		put = n.master.Put
-		if err := n.recordRole(RoleMaster); err != nil {
-			return err
-		}
+		return n.replica.Put, nil
+	case n.cfg.Role == core.Slave:
+		return n.startClassicSlave(tr)
 	}
+	return n.startClassicMaster(tr)
+}
 
+// startClassicSlave starts a classic slave; its connection to the master
+// pushes the OnMasterConnect hooks (core.SlaveNode.OnConnect).
+func (n *Node) startClassicSlave(tr transport.Transport) (putFunc, error) {
+	cfg := &n.cfg
+	s, err := core.NewSlave(n.st, tr, core.SlaveConfig{
+		MasterAddr:           cfg.MasterHA,
+		ReconnectDelay:       cfg.ReconnectDelay,
+		HousekeepingInterval: cfg.HAIdleTimeout,
+		ReportInterval:       cfg.HAReportInterval,
+		Logger:               n.log,
+		Registerer:           n.reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: slave: %w", err)
+	}
+	n.slave = s
+	s.OnConnect(n.runConnectHooks)
+	if err := s.Start(); err != nil {
+		return nil, fmt.Errorf("node: starting the slave: %w", err)
+	}
+	return s.Put, n.recordRole(RoleSlave)
+}
+
+// startClassicMaster starts a classic master on the HA listen address.
+func (n *Node) startClassicMaster(tr transport.Transport) (putFunc, error) {
+	cfg := &n.cfg
+	m, err := core.NewMaster(n.st, tr, core.MasterConfig{
+		ListenAddr:           cfg.HAListen,
+		Role:                 cfg.Role,
+		SyncAcks:             cfg.SyncAcks,
+		SlaveTimeout:         cfg.SlaveTimeout,
+		MaxLag:               cfg.MaxLag,
+		HousekeepingInterval: cfg.HAIdleTimeout,
+		Logger:               n.log,
+		Registerer:           n.reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: master: %w", err)
+	}
+	n.master = m
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("node: starting the master: %w", err)
+	}
+	return m.Put, n.recordRole(RoleMaster)
+}
+
+// newAPI builds the HTTP API over the store and put.
+func (n *Node) newAPI(put putFunc) error {
+	cfg := &n.cfg
 	var storeHost netip.AddrPort
 	if ap, err := netip.ParseAddrPort(n.ln.Addr().String()); err == nil {
 		storeHost = ap
@@ -532,46 +578,65 @@ func (n *Node) start() error {
 			acfg.ReadLimit = n.readLimit
 		}
 	}
-	n.api, err = api.New(acfg)
-	if err != nil {
+	var err error
+	if n.api, err = api.New(acfg); err != nil {
 		return err
 	}
 	if cfg.Profiling {
 		n.api.EnableProfiling()
 		n.log.Info("profiling endpoints enabled", "path", "/debug/pprof/", "api_token", cfg.APIToken != "")
 	}
-	for _, ext := range cfg.Extensions {
-		env := ExtensionEnv{
-			Role:            n.startRole(),
-			DataDir:         cfg.DataDir,
-			MasterAPI:       cfg.MasterAPI,
-			MasterAPIClient: cfg.MasterAPIClient,
-			API:             n.api,
-			Logger:          n.log,
-			Registerer:      n.reg,
-			OnMasterConnect: func(f func()) {
-				n.onConnMu.Lock()
-				n.onConn = append(n.onConn, f)
-				up := n.connUp
-				n.onConnMu.Unlock()
-				if up {
-					// The slave connected before this extension started:
-					// tell it now rather than at the next connection.
-					n.goTracked(f)
-				}
-			},
-			OnRoleChange: func(f func(RoleChange)) {
-				n.onConnMu.Lock()
-				n.onRole = append(n.onRole, f)
-				n.onConnMu.Unlock()
-			},
-		}
-		if err := ext.Start(env); err != nil {
+	return nil
+}
+
+// startExtensions starts the configured extensions in order; closeAll
+// closes those that started.
+func (n *Node) startExtensions() error {
+	for _, ext := range n.cfg.Extensions {
+		if err := ext.Start(n.extensionEnv()); err != nil {
 			return fmt.Errorf("node: starting %s: %w", ext.Name(), err)
 		}
 		n.started = append(n.started, ext)
 	}
-	// Long polls wait up to api.MaxWait, sync puts up to the slave timeout.
+	return nil
+}
+
+// extensionEnv is what an extension starts with.
+func (n *Node) extensionEnv() ExtensionEnv {
+	return ExtensionEnv{
+		Role:            n.startRole(),
+		DataDir:         n.cfg.DataDir,
+		MasterAPI:       n.cfg.MasterAPI,
+		MasterAPIClient: n.cfg.MasterAPIClient,
+		API:             n.api,
+		Logger:          n.log,
+		Registerer:      n.reg,
+		OnMasterConnect: n.onMasterConnect,
+		OnRoleChange: func(f func(RoleChange)) {
+			n.onConnMu.Lock()
+			n.onRole = append(n.onRole, f)
+			n.onConnMu.Unlock()
+		},
+	}
+}
+
+// onMasterConnect registers an OnMasterConnect hook.
+func (n *Node) onMasterConnect(f func()) {
+	n.onConnMu.Lock()
+	n.onConn = append(n.onConn, f)
+	up := n.connUp
+	n.onConnMu.Unlock()
+	if up {
+		// The slave connected before this extension started: tell it now
+		// rather than at the next connection.
+		n.goTracked(f)
+	}
+}
+
+// newHTTPServer bounds the API listener and builds the HTTP server: long
+// polls wait up to api.MaxWait, sync puts up to the slave timeout.
+func (n *Node) newHTTPServer() error {
+	cfg := &n.cfg
 	limits := api.DefaultServerLimits(cfg.SlaveTimeout)
 	if cfg.APIMaxConns != 0 {
 		limits.MaxConns = cfg.APIMaxConns
@@ -582,6 +647,7 @@ func (n *Node) start() error {
 	if cfg.APIIdleTimeout > 0 {
 		limits.IdleTimeout = cfg.APIIdleTimeout
 	}
+	var err error
 	if n.ln, err = api.LimitListenerPerIP(n.ln, limits.MaxConns, limits.MaxConnsPerIP, n.log.Named("http"), n.reg); err != nil {
 		return fmt.Errorf("node: API listener: %w", err)
 	}
@@ -633,12 +699,9 @@ func (n *Node) closeAll() error {
 	if n.srv == nil && n.ln != nil {
 		n.ln.Close()
 	}
-	if n.stopMon != nil {
-		close(n.stopMon)
-		<-n.monDone
-		if n.behindDone != nil {
-			<-n.behindDone
-		}
+	if n.stopBehind != nil {
+		close(n.stopBehind)
+		<-n.behindDone
 	}
 	// No hook starts after this, and the running ones end before the
 	// extensions close.
@@ -680,32 +743,9 @@ func (n *Node) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// MonitorInterval is how often a slave node looks at its HA connection to
-// run the OnMasterConnect hooks.
-const MonitorInterval = 200 * time.Millisecond
-
-// monitor runs the OnMasterConnect hooks when the slave's connection comes up.
-func (n *Node) monitor() {
-	defer close(n.monDone)
-	t := time.NewTicker(MonitorInterval)
-	defer t.Stop()
-	was := false
-	for {
-		select {
-		case <-n.stopMon:
-			return
-		case <-t.C:
-		}
-		up := n.slave.Status().Connected
-		if up && !was {
-			n.runConnectHooks()
-		}
-		was = up
-	}
-}
-
 // runConnectHooks runs each OnMasterConnect hook in its own goroutine;
-// closeAll waits for them.
+// closeAll waits for them. Core pushes it (SlaveNode.OnConnect,
+// Replica.OnConnect) each time the slave's connection reaches TRANSFER.
 func (n *Node) runConnectHooks() {
 	n.onConnMu.Lock()
 	fs := append([]func(){}, n.onConn...)
@@ -811,7 +851,7 @@ func (n *Node) registerMetrics() error {
 		n.behindGauge,
 	}
 	for _, c := range cs {
-		if err := n.reg.Register(c); err != nil {
+		if _, err := promreg.Register(n.reg, c); err != nil {
 			return fmt.Errorf("node: registering metrics: %w", err)
 		}
 	}

@@ -5,6 +5,16 @@
 // implementation for the interop tests. It shares RemotingMaster.Codec.
 //
 //   java RemotingSlave HOST:PORT [--serialize json|rocketmq]
+//   java RemotingSlave --namesrv HOST:PORT [--cluster C] [--broker-name B]
+//       [--broker-id N] [--self ADDR] [--register-ms N] [--serialize ...]
+//
+// With --namesrv it first finds its master as a RocketMQ slave does: it
+// registers with the name server (REGISTER_BROKER, 103, as broker id N of
+// C/B at address --self, HA address --self's port + 1, an empty topic
+// table, version 401) every --register-ms until the answer carries
+// masterAddr ("registered MASTER HA"), then reads topics (21) and timer
+// metrics (61) at masterAddr's port - 2 (the VIP channel, "vip ADDR") and
+// the other documents at masterAddr, as BrokerOuterAPI does.
 //
 // On one connection it sends, as a Java broker would (language JAVA), the
 // requests GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43),
@@ -59,21 +69,42 @@ public final class RemotingSlave {
     static int opaque;
 
     static void run(String[] args) throws Exception {
-        if (args.length < 1) throw new IllegalArgumentException("usage: RemotingSlave HOST:PORT [--serialize json|rocketmq]");
-        int serialize = 0;
-        for (int i = 1; i + 1 < args.length; i += 2) {
-            if (!args[i].equals("--serialize")) throw new IllegalArgumentException("unknown option " + args[i]);
-            serialize = args[i + 1].equals("rocketmq") ? 1 : 0;
+        String direct = null;
+        int i = 0;
+        if (args.length > 0 && !args[0].startsWith("--")) {
+            direct = args[0];
+            i = 1;
         }
-        int colon = args[0].lastIndexOf(':');
-        try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress(args[0].substring(0, colon), Integer.parseInt(args[0].substring(colon + 1))), 5000);
-            s.setSoTimeout(10000);
-            s.setTcpNoDelay(true);
-            DataInputStream in = new DataInputStream(s.getInputStream());
-            OutputStream os = s.getOutputStream();
+        int serialize = 0;
+        String namesrv = null, cluster = "DefaultCluster", brokerName = "broker-a", self = "127.0.0.1:1";
+        long brokerId = 1, registerMs = 1000;
+        for (; i + 1 < args.length; i += 2) {
+            switch (args[i]) {
+                case "--serialize": serialize = args[i + 1].equals("rocketmq") ? 1 : 0; break;
+                case "--namesrv": namesrv = args[i + 1]; break;
+                case "--cluster": cluster = args[i + 1]; break;
+                case "--broker-name": brokerName = args[i + 1]; break;
+                case "--broker-id": brokerId = Long.parseLong(args[i + 1]); break;
+                case "--self": self = args[i + 1]; break;
+                case "--register-ms": registerMs = Long.parseLong(args[i + 1]); break;
+                default: throw new IllegalArgumentException("unknown option " + args[i]);
+            }
+        }
+        if (i != args.length || (direct == null) == (namesrv == null)) throw new IllegalArgumentException(USAGE);
+        String mainAddr = direct, vipAddr = direct;
+        if (namesrv != null) {
+            mainAddr = register(namesrv, cluster, brokerName, brokerId, self, registerMs);
+            int colon = mainAddr.lastIndexOf(':');
+            // MixAll.brokerVIPChannel: topics (and timer documents) are read at listenPort - 2.
+            vipAddr = mainAddr.substring(0, colon) + ":" + (Integer.parseInt(mainAddr.substring(colon + 1)) - 2);
+            out.println("vip " + vipAddr);
+        }
+        try (Conn main = new Conn(mainAddr); Conn vip = vipAddr.equals(mainAddr) ? null : new Conn(vipAddr)) {
+            Conn topicConn = vip == null ? main : vip;
+            DataInputStream in = main.in;
+            OutputStream os = main.os;
 
-            Map<?, ?> topics = object(call(in, os, 21, serialize), "topic config");
+            Map<?, ?> topics = object(call(topicConn.in, topicConn.os, 21, serialize), "topic config");
             version("topics", topics.get("dataVersion"));
             for (Map.Entry<?, ?> e : map(topics.get("topicConfigTable"), "topicConfigTable").entrySet()) {
                 Map<?, ?> tc = map(e.getValue(), "TopicConfig " + e.getKey());
@@ -118,7 +149,7 @@ public final class RemotingSlave {
                 }
             }
 
-            RemotingMaster.Codec.Command timers = request(in, os, 61, serialize);
+            RemotingMaster.Codec.Command timers = request(topicConn.in, topicConn.os, 61, serialize);
             if (timers.code == 3 || timers.code == 1) {
                 out.println("timer unsupported");
             } else if (timers.code != 0) {
@@ -138,6 +169,72 @@ public final class RemotingSlave {
                 throw new IOException("code 310 answered " + other.code + " remark " + other.remark);
             }
             out.println("unsupported 310");
+        }
+    }
+
+    static final String USAGE = "usage: RemotingSlave HOST:PORT [--serialize json|rocketmq] | RemotingSlave --namesrv HOST:PORT [--cluster C] [--broker-name B] [--broker-id N] [--self ADDR] [--register-ms N] [--serialize json|rocketmq]";
+
+    /** One connection to a broker's remoting port. */
+    static final class Conn implements AutoCloseable {
+        final Socket s = new Socket();
+        final DataInputStream in;
+        final OutputStream os;
+
+        Conn(String addr) throws IOException {
+            int colon = addr.lastIndexOf(':');
+            s.connect(new InetSocketAddress(addr.substring(0, colon), Integer.parseInt(addr.substring(colon + 1))), 5000);
+            s.setSoTimeout(10000);
+            s.setTcpNoDelay(true);
+            in = new DataInputStream(s.getInputStream());
+            os = s.getOutputStream();
+        }
+
+        @Override
+        public void close() throws IOException {
+            s.close();
+        }
+    }
+
+    /**
+     * Registers as a slave broker with the name server every registerMs (a
+     * broker's registerNameServerPeriod) until an answer carries masterAddr,
+     * as BrokerController does before SlaveSynchronize has an address; at
+     * most 30 s. Prints "registered MASTER HA" and returns masterAddr.
+     */
+    static String register(String namesrv, String cluster, String brokerName, long brokerId, String self, long registerMs) throws Exception {
+        int colon = self.lastIndexOf(':');
+        String ha = self.substring(0, colon) + ":" + (Integer.parseInt(self.substring(colon + 1)) + 1);
+        byte[] body = ("{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{\"dataVersion\":{\"counter\":0,\"stateVersion\":0,\"timestamp\":0},\"topicConfigTable\":{}}}").getBytes(StandardCharsets.UTF_8);
+        java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+        crc.update(body);
+        long deadline = System.currentTimeMillis() + 30000;
+        try (Conn c = new Conn(namesrv)) {
+            while (true) {
+                RemotingMaster.Codec.Command req = new RemotingMaster.Codec.Command();
+                req.code = 103;
+                req.opaque = ++opaque;
+                req.version = 401; // V4_9_4: a 4.9 broker
+                req.extFields.put("brokerAddr", self);
+                req.extFields.put("brokerId", Long.toString(brokerId));
+                req.extFields.put("brokerName", brokerName);
+                req.extFields.put("clusterName", cluster);
+                req.extFields.put("haServerAddr", ha);
+                req.extFields.put("compressed", "false");
+                req.extFields.put("bodyCrc32", Integer.toString((int) (crc.getValue() & 0x7FFFFFFF)));
+                req.body = body;
+                c.os.write(RemotingMaster.Codec.encode(req));
+                c.os.flush();
+                RemotingMaster.Codec.Command resp = RemotingMaster.Codec.read(c.in, 16 << 20);
+                if ((resp.flag & 1) == 0 || resp.opaque != req.opaque) throw new IOException("bad answer to REGISTER_BROKER");
+                if (resp.code != 0) throw new IOException("REGISTER_BROKER answered " + resp.code + " " + resp.remark);
+                String master = resp.extFields.get("masterAddr");
+                if (master != null) {
+                    out.println("registered " + master + " " + resp.extFields.get("haServerAddr"));
+                    return master;
+                }
+                if (System.currentTimeMillis() > deadline) throw new IOException("no masterAddr from the name server in 30 s");
+                Thread.sleep(registerMs);
+            }
         }
     }
 

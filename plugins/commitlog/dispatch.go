@@ -140,30 +140,48 @@ func walkRecords(segs []*segment, from, mx, limit int64, set func(topic []byte, 
 		if seg == nil {
 			return off, ts, seen, nil
 		}
-		pos := off - seg.start
-		end := min(mx, seg.end()) - seg.start
-		if seg.size-pos < record.FillerSize {
-			if mx < seg.end() {
+		end := min(mx, seg.end())
+		to, t, s, err := walkSpan(seg.data[off-seg.start:end-seg.start], off, seg.end(), limit, seg.path, set)
+		if s {
+			ts, seen = t, true
+		}
+		if err != nil || to < seg.end() {
+			return to, ts, seen, err
+		}
+		off = to
+	}
+	return off, ts, seen, nil
+}
+
+// walkSpan is walkRecords over b, the bytes of one segment (path, ending
+// at offset segEnd) from offset base on: the mapping's, or the inline
+// dispatch's copy of them in user memory. A filler or a tail shorter than
+// a filler ends the segment only when b reaches segEnd.
+func walkSpan(b []byte, base, segEnd, limit int64, path string, set func(topic []byte, qid int32, next int64)) (int64, int64, bool, error) {
+	off, end, ts, seen := base, base+int64(len(b)), int64(0), false
+	for off < end && off < limit {
+		if segEnd-off < record.FillerSize {
+			if end < segEnd {
 				return off, ts, seen, nil
 			}
-			off = seg.end()
+			off = segEnd
 			continue
 		}
-		info, err := record.VerifyHeader(seg.data[pos:end])
+		info, err := record.VerifyHeader(b[off-base:])
 		if errors.Is(err, record.ErrShort) {
 			return off, ts, seen, nil
 		}
-		if err == nil && info.Filler && info.Size != int32(seg.size-pos) {
-			err = fmt.Errorf("filler of %d bytes with %d left", info.Size, seg.size-pos)
+		if err == nil && info.Filler && int64(info.Size) != segEnd-off {
+			err = fmt.Errorf("filler of %d bytes with %d left", info.Size, segEnd-off)
 		}
 		if err != nil {
-			return off, ts, seen, fmt.Errorf("%s at %d: %w", seg.path, off, err)
+			return off, ts, seen, fmt.Errorf("%s at %d: %w", path, off, err)
 		}
 		if info.Filler {
-			if mx < seg.end() {
+			if end < segEnd {
 				return off, ts, seen, nil
 			}
-			off = seg.end()
+			off = segEnd
 			continue
 		}
 		set(info.Topic, info.QueueID, info.QueueOffset+1)
@@ -171,4 +189,65 @@ func walkRecords(segs []*segment, from, mx, limit int64, set func(topic []byte, 
 		ts, seen = info.StoreTimestamp, true
 	}
 	return off, ts, seen, nil
+}
+
+// Inline dispatch. A catch-up's frames reach AppendAtFrom one after the
+// other, each read into the log's fill buffer before it is written to the
+// segment file: the bytes are in user memory (and in the CPU's cache)
+// right then. AppendAtFrom reads each frame behind the part of a record
+// the previous frame ended with (the pending bytes, kept at the front of
+// the fill buffer) and walks the records there when it publishes, under
+// mu, so that the dispatched offset follows the max offset without the
+// dispatcher reading the segment through its mapping (a page fault for
+// every fresh page, the largest cost of a catch-up's slave before this:
+// docs/benchmarks.md). The background dispatcher stays for what the
+// inline walk leaves: AppendAt's bytes, a record larger than the buffer,
+// a log whose dispatch trails for another reason. Either advances the
+// dispatched offset under mu from where it is, so neither can skip or
+// repeat a record; a dispatcher round overtaken by the inline walk is
+// discarded as after a truncation.
+
+// inlineResync bounds the bytes below the max offset that AppendAtFrom
+// copies from the mapping to start the inline walk when it has no pending
+// bytes for them (after AppendAt, a restart, or a frame that did not fit).
+const inlineResync = 64 << 10
+
+// inlineStart prepares the inline walk of an n-byte AppendAtFrom at mx in
+// seg (mu held): it returns how many bytes below mx (the dispatched
+// offset's partial record) are at the front of the fill buffer, and false
+// when the walk is not done for this append.
+func (l *Log) inlineStart(seg *segment, mx int64, n int) (int, bool) {
+	d := l.dispatched
+	p := mx - d
+	if l.stalled || d < seg.start || p < 0 || p+int64(n) > fillChunk {
+		l.pendLen = 0
+		return 0, false
+	}
+	if len(l.fillBuf) < fillChunk {
+		l.fillBuf = make([]byte, fillChunk)
+	}
+	if l.pendGen != l.truncGen.Load() || l.pendOff != d || int64(l.pendLen) != p {
+		if p > inlineResync {
+			// Let the dispatcher catch up, whatever the lag, so that the
+			// next append can start the inline walk again.
+			l.pendLen = 0
+			select {
+			case l.dispatchKick <- struct{}{}:
+			default:
+			}
+			return 0, false
+		}
+		copy(l.fillBuf, seg.data[d-seg.start:mx-seg.start])
+	}
+	return int(p), true
+}
+
+// inlineWalk dispatches the records of b, the bytes of seg from offset
+// base (the dispatched offset) on, and keeps what follows the last whole
+// record at the front of the fill buffer for the next append (mu held).
+func (l *Log) inlineWalk(seg *segment, b []byte, base int64) {
+	to, ts, ok, err := walkSpan(b, base, seg.end(), base+int64(len(b)), seg.path, l.queues.set)
+	l.advanceDispatch(to, ts, ok, err)
+	rest := b[to-base:]
+	l.pendOff, l.pendLen, l.pendGen = to, copy(l.fillBuf, rest), l.truncGen.Load()
 }

@@ -55,3 +55,82 @@ func TestDispatchBackground(t *testing.T) {
 		t.Fatalf("checkpoint after Close: scan %d (want %d), queues %v (want %v)", c.Scan, mend, c.Queues, want)
 	}
 }
+
+// TestDispatchInline: AppendAtFrom dispatches the records of the frames
+// it receives as it publishes them, whatever the frame boundaries: after
+// every append of small records the dispatched offset is within one
+// record of the max offset (the dispatcher alone would let it trail by
+// dispatchBatch), also across segment ends. A record larger than the fill
+// buffer falls back to the dispatcher, and the inline walk starts again
+// once it caught up; AppendAt in between does not confuse it. The queue
+// table ends as the master's, and Close's checkpoint holds it.
+func TestDispatchInline(t *testing.T) {
+	const seg = 4 << 20
+	const small = 3000 // bodies of the small records are under this
+	r := rand.New(rand.NewSource(7))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	fill := func(upto int64) {
+		for i := 0; master.Bounds().Max < upto; i++ {
+			mustAppend(t, master, testMsg([]string{"A", "B", "C"}[r.Intn(3)], int32(r.Intn(4)), 1+r.Intn(small), r.Int63()))
+		}
+	}
+	fill(seg + seg/2) // phase 1: small records across a segment end
+	end1 := master.Bounds().Max
+	big := mustAppend(t, master, testMsg("B", 2, fillChunk+fillChunk/4, 1)) // phase 2
+	end2 := master.Bounds().Max
+	if big != end1 {
+		t.Fatalf("big record at %d, want %d", big, end1)
+	}
+	fill(end2 + seg) // phase 3: small records again
+	mend := master.Bounds().Max
+	_, want := dispatchState(master)
+
+	replica := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	step := func(upto int64, check bool) {
+		t.Helper()
+		for at := replica.Bounds().Max; at < upto; at = replica.Bounds().Max {
+			if r.Intn(20) == 0 {
+				replicate(t, master, replica, min(upto, at+1+int64(r.Intn(5000))), r, 5000)
+				continue
+			}
+			replicateFrom(t, master, replica, min(upto, at+1+int64(r.Intn(40<<10))), r, 40<<10)
+			if d, _ := dispatchState(replica); check && replica.Bounds().Max-d > small+200 {
+				t.Fatalf("after an append to %d the dispatched offset is %d", replica.Bounds().Max, d)
+			}
+		}
+	}
+	// An AppendAtFrom after AppendAt copies the few bytes since the
+	// dispatched offset from the mapping and walks on from there.
+	step(end1, true)
+	d, _ := dispatchState(replica)
+	if end1-d > small+200 {
+		t.Fatalf("phase 1: dispatched %d of %d", d, end1)
+	}
+	step(end2, false)
+	deadline := time.Now().Add(30 * time.Second)
+	for d, _ := dispatchState(replica); d != end2; d, _ = dispatchState(replica) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dispatched offset %d: the dispatcher did not reach %d after the big record", d, end2)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for at := end2; at < mend; at = replica.Bounds().Max {
+		replicateFrom(t, master, replica, min(mend, at+1+int64(r.Intn(40<<10))), r, 40<<10)
+		if d, _ := dispatchState(replica); replica.Bounds().Max-d > small+200 {
+			t.Fatalf("phase 3: after an append to %d the dispatched offset is %d", replica.Bounds().Max, d)
+		}
+	}
+	d, got := dispatchState(replica)
+	if d != mend || !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("dispatched %d (want %d), queues %v (want %v)", d, mend, got, want)
+	}
+	mustClose(t, replica)
+	c, err := readCheckpoint(vfs.Default, replica.ckptPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Scan != mend || !maps.EqualFunc(c.Queues, want, maps.Equal) {
+		t.Fatalf("checkpoint after Close: scan %d (want %d), queues %v (want %v)", c.Scan, mend, c.Queues, want)
+	}
+}

@@ -91,11 +91,14 @@
 // created. Chunks may end inside a record; a dispatch cursor follows the
 // last whole record and keeps the queue table current, so a replica can be
 // promoted (Append refuses while the log ends inside a partial record).
-// Replicated bytes are dispatched off the append path, by a dispatcher
-// goroutine woken once the cursor trails the max offset by 256 KiB; Append
-// (promotion), Truncate and Close drain what it left first, and a
-// checkpoint written meanwhile holds the cursor, from which recovery
-// verifies the records as after any crash.
+// AppendAtFrom dispatches the records of the bytes it received while they
+// are still in its read buffer (user memory), keeping the part of a record
+// a frame ended with for the next one (inline dispatch); what it leaves
+// (AppendAt's bytes, a record larger than the 1 MiB buffer) is dispatched
+// by a dispatcher goroutine that reads the mapping, woken once the cursor
+// trails the max offset by 256 KiB. Append (promotion), Truncate and Close
+// drain what is left first, and a checkpoint written meanwhile holds the
+// cursor, from which recovery verifies the records as after any crash.
 //
 // # Reads
 //

@@ -54,6 +54,12 @@ type Log struct {
 	filling    bool       // an AppendAtFrom is reading into the log
 	fillDone   sync.Cond  // signalled when filling ends; L is &mu
 	fillBuf    []byte     // AppendAtFrom's read buffer, used while filling
+	// The inline dispatch's pending bytes (dispatch.go): fillBuf[:pendLen]
+	// holds the log's bytes from pendOff (the dispatched offset) to the
+	// max offset, valid while truncGen is pendGen and both offsets match.
+	pendOff int64
+	pendLen int
+	pendGen uint64
 
 	segs      atomic.Pointer[[]*segment] // replaced (copy on write) under mu
 	max       atomic.Int64
@@ -393,10 +399,12 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	}
 	seg.pin() // the log holds a reference: cannot fail under mu
 	l.filling = true
+	pend, inline := l.inlineStart(seg, mx, n)
+	gen := l.truncGen.Load()
 	if len(l.fillBuf) < min(n, fillChunk) {
 		l.fillBuf = make([]byte, min(max(n, 64<<10), fillChunk))
 	}
-	buf := l.fillBuf // only the filling caller uses it
+	buf := l.fillBuf[pend:] // only the filling caller uses it
 	l.mu.Unlock()
 
 	pos := mx - seg.start
@@ -427,6 +435,11 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	}
 	if l.closed {
 		return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
+	}
+	if inline && l.dispatched == mx-int64(pend) && l.truncGen.Load() == gen {
+		l.inlineWalk(seg, l.fillBuf[:pend+n], mx-int64(pend))
+	} else {
+		l.pendLen = 0
 	}
 	return l.publishAt(seg, mx, n), nil
 }

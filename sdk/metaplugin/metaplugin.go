@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicatorhq/replicator/sdk/internal/rpcerr"
 	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/proto/metav1"
@@ -20,7 +21,7 @@ import (
 
 // errorTable is THE mapping between the model's sentinels (package meta)
 // and gRPC codes.
-var errorTable = []plugin.ErrorCode{
+var errorTable = []rpcerr.ErrorCode{
 	{Err: meta.ErrNotFound, Code: codes.NotFound, Reason: "NOT_FOUND"},
 	{Err: meta.ErrInvalidName, Code: codes.InvalidArgument, Reason: "INVALID_NAME"},
 	{Err: meta.ErrInvalidDocument, Code: codes.InvalidArgument, Reason: "INVALID_DOCUMENT"},
@@ -79,7 +80,7 @@ type Conn struct{ rpc metav1.MetadataClient }
 func (c *Conn) Open(ctx context.Context, req OpenRequest) (*Client, error) {
 	_, err := c.rpc.Open(ctx, &metav1.OpenRequest{Dir: req.Dir, CreateDefaults: req.CreateDefaults, Options: req.Options})
 	if err != nil {
-		return nil, fmt.Errorf("metaplugin: open %q: %w", req.Dir, plugin.FromStatus(errorTable, err))
+		return nil, fmt.Errorf("metaplugin: open %q: %w", req.Dir, rpcerr.FromStatus(errorTable, err))
 	}
 	return &Client{rpc: c.rpc}, nil
 }
@@ -119,7 +120,7 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func fail(op string, err error) error {
-	return fmt.Errorf("metaplugin: %s: %w", op, plugin.FromStatus(errorTable, err))
+	return fmt.Errorf("metaplugin: %s: %w", op, rpcerr.FromStatus(errorTable, err))
 }
 
 // List lists the documents.
@@ -198,7 +199,7 @@ func (s *server) store() (meta.Store, error) {
 	s.lock()
 	defer s.unlock()
 	if s.closed {
-		return nil, plugin.ToStatus(errorTable, meta.ErrClosed)
+		return nil, rpcerr.ToStatus(errorTable, meta.ErrClosed)
 	}
 	if s.st == nil {
 		return nil, status.Error(codes.Internal, "metaplugin: store is not open (Open must come first)")
@@ -220,7 +221,7 @@ func (s *server) Open(ctx context.Context, req *metav1.OpenRequest) (*metav1.Ope
 	}
 	st, err := s.open(ctx, OpenRequest{Dir: req.Dir, CreateDefaults: req.CreateDefaults, Options: req.Options, Logger: s.log})
 	if err != nil {
-		return nil, plugin.ToStatus(errorTable, err)
+		return nil, rpcerr.ToStatus(errorTable, err)
 	}
 	s.st = st
 	return &metav1.OpenResponse{}, nil
@@ -233,7 +234,7 @@ func (s *server) List(ctx context.Context, _ *metav1.ListRequest) (*metav1.ListR
 	}
 	es, err := st.List(ctx)
 	if err != nil {
-		return nil, plugin.ToStatus(errorTable, err)
+		return nil, rpcerr.ToStatus(errorTable, err)
 	}
 	out := &metav1.ListResponse{Entries: make([]*metav1.Entry, len(es))}
 	for i, e := range es {
@@ -249,7 +250,7 @@ func (s *server) Get(ctx context.Context, req *metav1.GetRequest) (*metav1.Docum
 	}
 	d, err := st.Get(ctx, req.Name)
 	if err != nil {
-		return nil, plugin.ToStatus(errorTable, err)
+		return nil, rpcerr.ToStatus(errorTable, err)
 	}
 	return docToProto(d), nil
 }
@@ -261,7 +262,7 @@ func (s *server) Put(ctx context.Context, req *metav1.PutRequest) (*metav1.Docum
 	}
 	d, err := st.Put(ctx, req.Name, req.Body)
 	if err != nil {
-		return nil, plugin.ToStatus(errorTable, err)
+		return nil, rpcerr.ToStatus(errorTable, err)
 	}
 	return docToProto(d), nil
 }
@@ -276,7 +277,7 @@ func (s *server) Apply(ctx context.Context, req *metav1.ApplyRequest) (*metav1.A
 		docs[i] = docFromProto(d)
 	}
 	if err := st.Apply(ctx, docs); err != nil {
-		return nil, plugin.ToStatus(errorTable, err)
+		return nil, rpcerr.ToStatus(errorTable, err)
 	}
 	return &metav1.ApplyResponse{}, nil
 }
@@ -287,11 +288,11 @@ func (s *server) Close(context.Context, *metav1.CloseRequest) (*metav1.CloseResp
 	s.closed = true
 	s.unlock()
 	if already {
-		return nil, plugin.ToStatus(errorTable, meta.ErrClosed)
+		return nil, rpcerr.ToStatus(errorTable, meta.ErrClosed)
 	}
 	if st != nil {
 		if err := st.Close(); err != nil {
-			return nil, plugin.ToStatus(errorTable, err)
+			return nil, rpcerr.ToStatus(errorTable, err)
 		}
 	}
 	return &metav1.CloseResponse{}, nil

@@ -12,7 +12,8 @@ import (
 
 // pendingOp is one Append or AppendAt waiting for its batch's ack.
 type pendingOp struct {
-	op     *storev1.AppendOp
+	op     *storev1.AppendOp // its payload field (body, data) stays empty: see data
+	data   []byte            // the payload: the message's body or AppendAt's bytes
 	size   int
 	done   chan opDone  // buffered: the receiver never blocks on a gone caller; nil for a queued AppendAt
 	queued bool         // a queued AppendAt: its caller has returned, its bytes are in the tail already
@@ -34,8 +35,9 @@ type opDone struct {
 }
 
 type batch struct {
-	seq uint64
-	ops []*pendingOp
+	seq   uint64
+	ops   []*pendingOp
+	bytes int // the ops' sizes
 }
 
 // appender groups appends from any number of goroutines into batches on one
@@ -44,9 +46,10 @@ type batch struct {
 // receiver goroutine per stream matches acks to batches in order. A broken
 // stream fails its in-flight batches; the next append opens a new stream.
 type appender struct {
-	c    *Client
-	mu   sync.Mutex
-	cond *sync.Cond
+	c     *Client
+	mu    sync.Mutex
+	cond  *sync.Cond // room in the queue, acks, the end of a send (wake)
+	scond *sync.Cond // the sender goroutine: work to send (wake)
 
 	queue    []*pendingOp
 	queued   int           // bytes of the queue
@@ -64,12 +67,22 @@ type appender struct {
 type appendStream struct {
 	s        appendConn
 	inflight []*batch
+	unacked  int           // bytes of the batches in flight
+	side     bool          // a side channel (its socket buffers hold inlineRawBytes)
 	done     chan struct{} // closed when its receiver exits
 }
+
+// inlineRawBytes bounds the bytes in flight below which a queued AppendAt
+// sends its batch from the caller's goroutine: the side channel's socket
+// buffers (1 MiB asked, sdk/internal/side) then take the write at once, so
+// a slow plugin cannot block the slave's receive loop, and the sender
+// goroutine is not woken once per slave frame.
+const inlineRawBytes = 256 << 10
 
 func newAppender(c *Client) *appender {
 	a := &appender{c: c}
 	a.cond = sync.NewCond(&a.mu)
+	a.scond = sync.NewCond(&a.mu)
 	a.senderWG.Add(1)
 	go a.sendLoop()
 	return a
@@ -86,49 +99,73 @@ func (a *appender) enqueue(op *pendingOp) error {
 	if a.canSend() && a.cur != nil {
 		// The stream has room and the caller waits anyway: send from this
 		// goroutine (no hand-off to the sender, one wake-up less on the
-		// latency path). Queued AppendAt (enqueueRaw) never send from
-		// their caller: a slow plugin must not block a slave's receive
-		// loop on the socket.
+		// latency path). Queued AppendAt (enqueueRaw) send from their
+		// caller only while the socket's buffers take the bytes at once
+		// (kickRaw): a slow plugin must not block a slave's receive loop.
 		a.sendBatch()
 		return nil
 	}
-	a.cond.Broadcast()
+	a.wake()
 	return nil
 }
 
 // enqueueRaw queues a queued AppendAt of data at offset, in the segment at
-// base: appended to the last queued op when that one is a queued AppendAt
-// ending at offset in the same segment and the two fit in BatchBytes (the
-// plugin then takes a run of slave frames with one AppendAt), else as a new
-// op. It copies data once and returns the host's copy (for the tail).
-func (a *appender) enqueueRaw(offset int64, data []byte, base int64, after func(opDone)) ([]byte, error) {
+// base. data is the host's copy in the tail (tail.copyIn), which the op
+// sends without another copy: when the last queued op is a queued AppendAt
+// ending at offset in the same segment, whose bytes end where data starts
+// in the same tail block, and the two fit in BatchBytes, that op grows to
+// cover data (the plugin then takes a run of slave frames with one
+// AppendAt); else data is a new op. A new op's bytes reach the socket from
+// the caller's goroutine when the stream can take them at once (kickRaw).
+func (a *appender) enqueueRaw(offset int64, data []byte, base int64, after func(opDone)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for !a.closed && a.queued >= maxQueuedBatches*a.c.cfg.BatchBytes {
 		a.cond.Wait()
 	}
 	if a.closed {
-		return nil, store.ErrClosed
+		return store.ErrClosed
 	}
-	defer a.cond.Broadcast()
+	defer a.kickRaw()
 	if n := len(a.queue); n > 0 && a.queue[n-1].queued {
 		last := a.queue[n-1]
 		raw := last.op.GetRaw()
-		if raw.Offset >= base && raw.Offset+int64(len(raw.Data)) == offset && len(raw.Data)+len(data) <= a.c.cfg.BatchBytes {
-			old := len(raw.Data)
-			raw.Data = append(raw.Data, data...)
+		l := len(last.data)
+		if raw.Offset >= base && raw.Offset+int64(l) == offset && l+len(data) <= a.c.cfg.BatchBytes &&
+			cap(last.data)-l >= len(data) && &last.data[:l+1][l] == &data[0] {
+			last.data = last.data[:l+len(data)]
 			last.size += len(data)
 			a.queued += len(data)
-			return raw.Data[old:len(raw.Data):len(raw.Data)], nil
+			return nil
 		}
 	}
-	buf := make([]byte, len(data), max(len(data), min(a.c.cfg.BatchBytes, 8*len(data))))
-	copy(buf, data)
-	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: &storev1.RawAppend{Offset: offset, Data: buf}}},
-		size: len(data) + 16, queued: true, after: after}
+	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: &storev1.RawAppend{Offset: offset}}},
+		data: data, size: len(data) + 16, queued: true, after: after}
 	a.queue = append(a.queue, op)
 	a.queued += op.size
-	return buf[:len(data):len(data)], nil
+	return nil
+}
+
+// wake wakes the goroutines waiting on the queue or the stream, and the
+// sender goroutine when there is something for it to do (not on every ack
+// or send: each of those wakes would cost a thread wake-up per batch).
+// Called with mu held.
+func (a *appender) wake() {
+	a.cond.Broadcast()
+	if a.closed || len(a.queue) > 0 {
+		a.scond.Signal()
+	}
+}
+
+// kickRaw gets a queued AppendAt on its way: sent from the caller's
+// goroutine when the side channel's buffers can take it without blocking
+// (inlineRawBytes), else by the sender goroutine. Called with mu held.
+func (a *appender) kickRaw() {
+	if st := a.cur; st != nil && st.side && a.canSend() && st.unacked+a.queued <= inlineRawBytes {
+		a.sendBatch()
+		return
+	}
+	a.wake()
 }
 
 // canSend reports whether a batch may go out now: fewer than MaxInFlight
@@ -159,12 +196,12 @@ func (a *appender) sendLoop() {
 	defer a.mu.Unlock()
 	for {
 		for !a.closed && !a.canSend() {
-			a.cond.Wait()
+			a.scond.Wait()
 		}
 		if a.closed {
 			failOps(a.queue, store.ErrClosed)
 			a.queue, a.queued = nil, 0
-			a.cond.Broadcast()
+			a.wake()
 			return
 		}
 		if a.cur == nil {
@@ -175,10 +212,11 @@ func (a *appender) sendLoop() {
 				err = fmt.Errorf("storeplugin: append stream: %w", a.c.fail(err))
 				failOps(a.queue, err)
 				a.queue, a.queued = nil, 0
-				a.cond.Broadcast()
+				a.wake()
 				continue
 			}
-			a.cur = &appendStream{s: s, done: make(chan struct{})}
+			_, isSide := s.(*sideStream)
+			a.cur = &appendStream{s: s, side: isSide, done: make(chan struct{})}
 			a.c.wg.Add(1)
 			go a.recvLoop(a.cur)
 		}
@@ -198,18 +236,20 @@ func (a *appender) sendBatch() {
 	a.nextSeq++
 	a.batches++
 	a.ops += uint64(n)
-	b := &batch{seq: a.nextSeq, ops: a.queue[:n:n]}
+	b := &batch{seq: a.nextSeq, ops: a.queue[:n:n], bytes: bytes}
 	a.queue = append([]*pendingOp(nil), a.queue[n:]...)
 	a.queued -= bytes
 	st := a.cur
 	st.inflight = append(st.inflight, b)
+	st.unacked += bytes
 	msg := &storev1.AppendBatch{Seq: b.seq, Ops: make([]*storev1.AppendOp, n), WantRecords: a.c.tail != nil}
+	parts := make([][]byte, n)
 	for i, op := range b.ops {
-		msg.Ops[i] = op.op
+		msg.Ops[i], parts[i] = op.op, op.data
 	}
 	a.sending = true
 	a.mu.Unlock()
-	err := st.s.Send(msg)
+	err := st.s.Send(msg, parts)
 	a.mu.Lock()
 	a.sending = false
 	if err != nil && a.cur == st {
@@ -217,29 +257,30 @@ func (a *appender) sendBatch() {
 		// in-flight batches, this one included; stop sending on it.
 		a.cur = nil
 	}
-	a.cond.Broadcast() // more may have queued meanwhile
+	a.wake() // more may have queued meanwhile
 }
 
 func (a *appender) recvLoop(st *appendStream) {
 	defer a.c.wg.Done()
 	defer close(st.done)
 	for {
-		ack, err := st.s.Recv()
+		ack, records, err := st.s.Recv()
 		if err == nil {
 			a.mu.Lock()
-			if len(st.inflight) == 0 || st.inflight[0].seq != ack.Seq || len(ack.Results) != len(st.inflight[0].ops) {
+			if len(st.inflight) == 0 || st.inflight[0].seq != ack.Seq || len(ack.Results) != len(st.inflight[0].ops) || len(records) != len(ack.Results) {
 				a.mu.Unlock()
 				err = fmt.Errorf("storeplugin: append stream: ack %d does not match the batch in flight", ack.Seq)
 			} else {
 				b := st.inflight[0]
 				st.inflight = st.inflight[1:]
-				a.cond.Broadcast()
+				st.unacked -= b.bytes
+				a.wake()
 				a.mu.Unlock()
 				// Bounds and the tail first: once an append returns,
 				// Bounds().Max covers it and Read finds its bytes.
 				a.c.observe(ack.Bounds)
 				if a.c.tail != nil {
-					a.c.tail.adopt(b.ops, ack.Results)
+					a.c.tail.adopt(b.ops, ack.Results, records)
 				}
 				for i, op := range b.ops {
 					op.finish(opDone{res: ack.Results[i]})
@@ -260,7 +301,7 @@ func (a *appender) recvLoop(st *appendStream) {
 		if a.cur == st {
 			a.cur = nil
 		}
-		a.cond.Broadcast()
+		a.wake()
 		a.mu.Unlock()
 		return
 	}
@@ -280,7 +321,7 @@ func (a *appender) close() {
 	a.drain()
 	a.mu.Lock()
 	a.closed = true
-	a.cond.Broadcast()
+	a.wake()
 	a.mu.Unlock()
 	a.senderWG.Wait()
 

@@ -1,6 +1,7 @@
 package storeplugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -266,11 +267,13 @@ func (c *Client) Append(ctx context.Context, msg *record.Message) (store.AppendR
 // messageOp wraps an Append for the append stream.
 func (c *Client) messageOp(msg *record.Message) *pendingOp {
 	pm := messageToProto(msg)
-	size := len(pm.Body) + len(pm.Topic) + 96
+	body := pm.Body
+	pm.Body = nil // travels as the op's payload
+	size := len(body) + len(pm.Topic) + 96
 	for k, v := range pm.Properties {
 		size += len(k) + len(v) + 2
 	}
-	return &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Message{Message: pm}}, size: size, done: make(chan opDone, 1)}
+	return &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Message{Message: pm}}, data: body, size: size, done: make(chan opDone, 1)}
 }
 
 // appendAnswered counts an Append out (answered or never sent).
@@ -321,12 +324,14 @@ func (c *Client) appendAtQueued(offset int64, data []byte) (newMax int64, ok boo
 	if offset-base+int64(len(data)) > b.SegmentSize {
 		return 0, false, nil // the plugin answers ErrSegmentOverflow
 	}
-	own, err := c.app.enqueueRaw(offset, data, base, c.queuedDone)
-	if err != nil {
+	// The tail's copy is the one the op sends; it is out of Read's reach
+	// (above Bounds().Max) until proj moves below.
+	own := c.tail.copyIn(offset, data)
+	if err := c.app.enqueueRaw(offset, own, base, c.queuedDone); err != nil {
+		c.tail.invalidate()
 		return 0, true, err
 	}
 	newMax = offset + int64(len(data))
-	c.tail.add(offset, own)
 	c.mu.Lock()
 	c.proj = newMax
 	c.mu.Unlock()
@@ -356,8 +361,8 @@ func (c *Client) queuedDone(d opDone) {
 }
 
 func (c *Client) appendAtStream(offset int64, data []byte) (int64, error) {
-	raw := &storev1.RawAppend{Offset: offset, Data: append([]byte(nil), data...)}
-	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: raw}}, size: len(data) + 16, done: make(chan opDone, 1)}
+	raw := &storev1.RawAppend{Offset: offset}
+	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: raw}}, data: bytes.Clone(data), size: len(data) + 16, done: make(chan opDone, 1)}
 	if err := c.app.enqueue(op); err != nil {
 		return 0, err
 	}

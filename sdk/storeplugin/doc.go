@@ -73,11 +73,33 @@
 // the host creates in a private directory (mode 0700) and names, with a
 // 32-byte token, in the AppendChannel call; the plugin dials it, writes the
 // token and serves the stream there with the same messages (AppendBatch
-// host -> plugin, AppendAck plugin -> host), each framed by its length
-// (4 bytes, big-endian, bounded by 64 MiB before anything is allocated).
-// Reads other than the tail's use a second kind of side channel the same
-// way (ReadChannel: the plugin sends Chunk messages from an offset until
-// the max offset, then half-closes).
+// host -> plugin, AppendAck plugin -> host). Reads other than the tail's
+// use a second kind of side channel the same way (ReadChannel: the plugin
+// sends Chunk messages from an offset until the max offset, then
+// half-closes).
+//
+// On a side channel the payloads travel beside the messages, as the
+// frame's raw parts (layout in sdk/internal/side), never through the
+// protobuf encoder:
+//
+//	frame            message (protobuf)                parts
+//	AppendBatch      seq, ops without their payload    part i: op i's body
+//	                 (Message.body, RawAppend.data     (Append) or bytes
+//	                 empty), want_records              (AppendAt)
+//	AppendAck        seq, results without record,      part i: the record op i
+//	                 bounds                            stored (empty: none)
+//	Chunk            offset                            one part: the bytes
+//
+// so the host writes a batch with one writev from its own buffers (the
+// tail's copy of a slave's frames, the message's body), the plugin reads
+// the payload once into a buffer it reuses and hands slices of it to
+// Append and AppendAt, acks carry the stored records straight from the
+// store's views, and a chunk goes from the plugin's mapping to the socket
+// and into the host's chunk buffer with no copy in between. Every length
+// is bounded (64 MiB a frame, 65 536 parts) before anything is allocated.
+// A queued AppendAt goes to the socket from the slave's receive loop when
+// less than 256 KiB are unacked (the socket's 1 MiB buffer takes it at
+// once), so the sender goroutine is not woken once per frame.
 // The host half-closes the socket to end the stream; the plugin closes its
 // side channels when the store closes. A plugin built with an older SDK
 // answers Unimplemented and the host uses the gRPC Append stream

@@ -8,9 +8,6 @@ import (
 	"sort"
 	"sync"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -87,7 +84,14 @@ func (s *sideChunks) run() {
 	defer close(s.done)
 	for {
 		c := &storev1.Chunk{}
-		err := s.f.Read(c)
+		parts, err := s.f.ReadOwned(c)
+		if err == nil {
+			if len(parts) != 1 {
+				err = fmt.Errorf("chunk at %d: %d parts: %w", c.Offset, len(parts), side.ErrBadFrame)
+			} else {
+				c.Data = parts[0]
+			}
+		}
 		select {
 		case s.ch <- chunkOrErr{c, err}:
 		case <-s.stop:
@@ -185,8 +189,11 @@ func (r *streamReader) open(off int64) error {
 	c := r.c
 	if !c.cfg.DisableSideChannel && !c.noReadSide.Load() {
 		f, err := c.dialSide(func(ctx context.Context, sl *side.Listener) error {
-			_, err := c.rpc.ReadChannel(ctx, &storev1.ReadChannelRequest{Socket: sl.Path, Token: sl.Token, From: off, ChunkBytes: int32(c.cfg.ChunkBytes)})
-			return err
+			resp, err := c.rpc.ReadChannel(ctx, &storev1.ReadChannelRequest{Socket: sl.Path, Token: sl.Token, From: off, ChunkBytes: int32(c.cfg.ChunkBytes), FrameVersion: side.FrameVersion})
+			if err != nil {
+				return err
+			}
+			return checkFrameVersion(resp.FrameVersion)
 		})
 		if err == nil {
 			r.cur = &cursor{rs: newSideChunks(f), next: off}
@@ -195,7 +202,7 @@ func (r *streamReader) open(off int64) error {
 		if errors.Is(c.fail(errors.Unwrap(err)), ErrPluginShutdown) {
 			return err
 		}
-		if st, ok := status.FromError(errors.Unwrap(err)); !ok || st.Code() != codes.Unimplemented {
+		if !olderSDK(err) {
 			c.log.Warn("read side channel unavailable; reads use the gRPC stream", "error", err)
 		}
 		c.noReadSide.Store(true)
@@ -266,41 +273,46 @@ const (
 
 func newTail(limit int) *tail { return &tail{limit: limit} }
 
-// adopt records the bytes of a batch's successful appends, in order.
-func (t *tail) adopt(ops []*pendingOp, results []*storev1.OpResult) {
+// adopt records the bytes of a batch's successful appends, in order:
+// records[i] is what the ack brought back for op i (copied: it may point
+// into the side channel's read buffer).
+func (t *tail) adopt(ops []*pendingOp, results []*storev1.OpResult, records [][]byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, op := range ops {
-		res := results[i]
+		res, rec := results[i], records[i]
 		switch o := op.op.Op.(type) {
 		case *storev1.AppendOp_Raw:
-			if !op.queued && res.Error == nil && len(o.Raw.Data) > 0 {
-				t.put(o.Raw.Offset, o.Raw.Data, true)
+			if !op.queued && res.Error == nil && len(op.data) > 0 {
+				t.put(o.Raw.Offset, op.data, true)
 			}
 		case *storev1.AppendOp_Message:
-			if res.Result != nil && len(res.Record) == int(res.Result.Size) && len(res.Record) > 0 {
-				t.put(res.Result.Offset, res.Record, false)
+			if res.Result != nil && len(rec) == int(res.Result.Size) && len(rec) > 0 {
+				t.put(res.Result.Offset, rec, false)
 			}
 		}
 	}
 }
 
-// add records data at off (a queued AppendAt: before its ack).
-func (t *tail) add(off int64, data []byte) {
+// copyIn copies data at off into the tail (a queued AppendAt, before its
+// ack) and returns the copy, whose capacity runs on to its block's end (a
+// following copyIn may continue it: enqueueRaw grows an op over both).
+func (t *tail) copyIn(off int64, data []byte) []byte {
 	t.mu.Lock()
-	t.put(off, data, true)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	return t.put(off, data, false)
 }
 
 // put appends data at off: to the last block when it continues it and has
-// room, else in a new block. own: data is the host's and never changes,
+// room, else in a new block, and returns where it landed (with the
+// capacity left in its block). own: data is the host's and never changes,
 // so a large one is kept without a copy. Called with mu held.
-func (t *tail) put(off int64, data []byte, own bool) {
+func (t *tail) put(off int64, data []byte, own bool) []byte {
 	if n := len(t.blocks); n > 0 {
 		last := &t.blocks[n-1]
-		if last.off+int64(len(last.data)) == off && cap(last.data)-len(last.data) >= len(data) {
+		if l := len(last.data); last.off+int64(l) == off && cap(last.data)-l >= len(data) {
 			last.data = append(last.data, data...)
-			return
+			return last.data[l:]
 		}
 	}
 	var b []byte
@@ -316,6 +328,7 @@ func (t *tail) put(off int64, data []byte, own bool) {
 		t.blocks[0] = tailBlock{}
 		t.blocks = t.blocks[1:]
 	}
+	return b
 }
 
 // read returns bytes [off, end) or fewer, from the block that holds off.

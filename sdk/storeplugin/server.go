@@ -174,18 +174,31 @@ func (s *server) Append(stream storev1.Store_AppendServer) error {
 	if err != nil {
 		return err
 	}
-	return s.serveAppend(stream.Context(), st, stream.Recv, func(a *storev1.AppendAck) error { return stream.Send(a) })
+	recv := func() (*storev1.AppendBatch, [][]byte, error) {
+		b, err := stream.Recv()
+		return b, nil, err
+	}
+	send := func(a *storev1.AppendAck, records [][]byte) error {
+		for i, r := range a.Results {
+			r.Record = records[i]
+		}
+		return stream.Send(a)
+	}
+	return s.serveAppend(stream.Context(), st, recv, send)
 }
 
 // serveAppend is the plugin's end of one append stream (gRPC or side
 // channel): it applies each batch in order and answers it with one ack.
-// When the batch asks (want_records), each stored Append's bytes go back in
-// its result, read through Store.Read and released once the ack is sent.
-// It returns nil when the host ends the stream.
-func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*storev1.AppendBatch, error), send func(*storev1.AppendAck) error) error {
+// recv returns a batch and its ops' payloads (nil: they are in the ops'
+// fields); send gets the ack and, per result, the record stored (empty
+// when none). When the batch asks (want_records), each stored Append's
+// bytes go back, read through Store.Read and released once the ack is
+// sent. It returns nil when the host ends the stream.
+func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*storev1.AppendBatch, [][]byte, error), send func(*storev1.AppendAck, [][]byte) error) error {
 	var views []store.View
+	var records [][]byte
 	for {
-		b, err := recv()
+		b, parts, err := recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -194,21 +207,24 @@ func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*
 		}
 		ack := &storev1.AppendAck{Seq: b.Seq, Results: make([]*storev1.OpResult, len(b.Ops))}
 		views = views[:0]
+		records = append(records[:0], make([][]byte, len(b.Ops))...)
 		for i, op := range b.Ops {
 			r := &storev1.OpResult{}
+			data := payload(op, parts, i)
 			switch o := op.Op.(type) {
 			case *storev1.AppendOp_Message:
 				m := messageFromProto(o.Message)
+				m.Body = data
 				res, err := st.Append(ctx, &m)
 				r.Result, r.Error = resultToProto(res), encodeError(err)
 				if b.WantRecords && res.Size > 0 && (err == nil || errors.Is(err, store.ErrFlushDiskTimeout)) {
 					if v, ok := readRecord(st, res); ok {
-						r.Record = v.Data
+						records[i] = v.Data
 						views = append(views, v)
 					}
 				}
 			case *storev1.AppendOp_Raw:
-				max, err := st.AppendAt(o.Raw.Offset, o.Raw.Data)
+				max, err := st.AppendAt(o.Raw.Offset, data)
 				r.MaxOffset, r.Error = max, encodeError(err)
 			default:
 				r.Error = &storev1.Error{Code: int32(codes.InvalidArgument), Message: "storeplugin: empty append op"}
@@ -216,10 +232,11 @@ func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*
 			ack.Results[i] = r
 		}
 		ack.Bounds = s.bounds(st)
-		err = send(ack) // encodes before it returns
+		err = send(ack, records) // writes before it returns
 		for i := range views {
 			views[i].Release()
 		}
+		clear(records)
 		if err != nil {
 			return err
 		}
@@ -238,13 +255,15 @@ func (s *server) ReadStream(req *storev1.ReadStreamRequest, stream storev1.Store
 	if err != nil {
 		return err
 	}
-	return sendChunks(st, req.From, req.MaxBytes, int(req.ChunkBytes), stream.Send)
+	return sendChunks(st, req.From, req.MaxBytes, int(req.ChunkBytes), func(off int64, data []byte) error {
+		return stream.Send(&storev1.Chunk{Offset: off, Data: data})
+	})
 }
 
 // sendChunks sends the stored bytes from off, in chunks of at most chunk
-// bytes, until left bytes or the max offset. send encodes the chunk before
-// it returns (the view is released after it).
-func sendChunks(st store.Store, off, left int64, chunk int, send func(*storev1.Chunk) error) error {
+// bytes, until left bytes or the max offset. send writes the chunk's bytes
+// at off before it returns (the view is released after it).
+func sendChunks(st store.Store, off, left int64, chunk int, send func(off int64, data []byte) error) error {
 	if chunk <= 0 {
 		chunk = defaultChunkBytes
 	}
@@ -262,7 +281,7 @@ func sendChunks(st store.Store, off, left int64, chunk int, send func(*storev1.C
 			v.Release()
 			return nil
 		}
-		err = send(&storev1.Chunk{Offset: off, Data: v.Data})
+		err = send(off, v.Data)
 		v.Release()
 		if err != nil {
 			return err

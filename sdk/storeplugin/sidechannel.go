@@ -19,36 +19,105 @@ import (
 )
 
 // The append side channel: the append stream's messages (AppendBatch host
-// -> plugin, one AppendAck per batch plugin -> host, in order) as
-// length-framed protobuf on a plain unix socket the host offers through the
-// AppendChannel call (sdk/internal/side); the host half-closes to end it.
+// -> plugin, one AppendAck per batch plugin -> host, in order) in side
+// channel frames (sdk/internal/side) on a plain unix socket the host offers
+// through the AppendChannel call; the host half-closes to end it. The
+// payloads travel as the frames' raw parts, outside the messages: op i's
+// body or bytes is part i of its batch's frame, the record stored by op i
+// is part i of the ack's frame, a chunk's bytes are the one part of its
+// frame. The message fields they would fill (Message.body, RawAppend.data,
+// OpResult.record, Chunk.data) are empty on a side channel.
 
 // appendConn is one append stream as the appender sees it: the gRPC Append
-// stream or a side channel.
+// stream or a side channel. parts[i] is the payload of op i (Send) or the
+// record stored by op i (Recv), as above.
 type appendConn interface {
-	Send(*storev1.AppendBatch) error
-	Recv() (*storev1.AppendAck, error)
+	Send(b *storev1.AppendBatch, parts [][]byte) error
+	Recv() (ack *storev1.AppendAck, records [][]byte, err error)
 	CloseSend() error
 }
 
 // sideStream is the host's end of an append side channel.
-type sideStream struct{ f *side.FrameConn }
+type sideStream struct {
+	f   *side.FrameConn
+	ack storev1.AppendAck // reused: the appender is done with an ack before the next Recv
+}
 
-func (s *sideStream) Send(b *storev1.AppendBatch) error { return s.f.Write(b) }
+func (s *sideStream) Send(b *storev1.AppendBatch, parts [][]byte) error {
+	return s.f.WriteParts(b, parts)
+}
 
-func (s *sideStream) Recv() (*storev1.AppendAck, error) {
-	ack := &storev1.AppendAck{}
-	if err := s.f.Read(ack); err != nil {
+// Recv returns the next ack; it and its records are valid until the next
+// Recv.
+func (s *sideStream) Recv() (*storev1.AppendAck, [][]byte, error) {
+	s.ack.Reset()
+	records, err := s.f.ReadShared(&s.ack)
+	if err != nil {
 		s.f.Close()
 		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
-		return nil, fmt.Errorf("%w: %w", ErrPluginShutdown, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrPluginShutdown, err)
 	}
-	return ack, nil
+	if len(records) != len(s.ack.Results) {
+		s.f.Close()
+		return nil, nil, fmt.Errorf("%w: ack %d: %d records for %d results: %w", ErrPluginShutdown, s.ack.Seq, len(records), len(s.ack.Results), side.ErrBadFrame)
+	}
+	return &s.ack, records, nil
 }
 
 func (s *sideStream) CloseSend() error { return s.f.CloseWrite() }
+
+// grpcStream is the gRPC Append stream as an appendConn: the payloads go
+// back into the messages' fields.
+type grpcStream struct{ s storev1.Store_AppendClient }
+
+func (g grpcStream) Send(b *storev1.AppendBatch, parts [][]byte) error {
+	for i, op := range b.Ops {
+		setPayload(op, parts[i])
+	}
+	return g.s.Send(b)
+}
+
+func (g grpcStream) Recv() (*storev1.AppendAck, [][]byte, error) {
+	ack, err := g.s.Recv()
+	if err != nil {
+		return nil, nil, err
+	}
+	records := make([][]byte, len(ack.Results))
+	for i, r := range ack.Results {
+		records[i] = r.Record
+	}
+	return ack, records, nil
+}
+
+func (g grpcStream) CloseSend() error { return g.s.CloseSend() }
+
+// setPayload puts an op's payload in its message field (the gRPC stream).
+// Only the sender touches an op's payload fields.
+func setPayload(op *storev1.AppendOp, data []byte) {
+	switch o := op.Op.(type) {
+	case *storev1.AppendOp_Message:
+		o.Message.Body = data
+	case *storev1.AppendOp_Raw:
+		o.Raw.Data = data
+	}
+}
+
+// payload returns an op's payload: parts[i] on a side channel (parts not
+// nil), else the op's message field.
+func payload(op *storev1.AppendOp, parts [][]byte, i int) []byte {
+	if parts != nil {
+		return parts[i]
+	}
+	switch o := op.Op.(type) {
+	case *storev1.AppendOp_Message:
+		return o.Message.Body
+	case *storev1.AppendOp_Raw:
+		return o.Raw.Data
+	}
+	return nil
+}
 
 // openAppend opens an append stream: the side channel when the plugin
 // offers it (and the config allows it), else the gRPC Append stream.
@@ -61,25 +130,49 @@ func (c *Client) openAppend() (appendConn, error) {
 		if errors.Is(c.fail(errors.Unwrap(err)), ErrPluginShutdown) {
 			return nil, err // the plugin is gone: no fallback either
 		}
-		if st, ok := status.FromError(errors.Unwrap(err)); ok && st.Code() == codes.Unimplemented {
-			c.log.Debug("the plugin has no append side channel; appends use the gRPC stream")
+		if olderSDK(err) {
+			c.log.Debug("the plugin has no append side channel of this SDK; appends use the gRPC stream", "error", err)
 		} else {
 			c.log.Warn("append side channel unavailable; appends use the gRPC stream", "error", err)
 		}
 		c.noSide.Store(true)
 	}
-	return c.rpc.Append(c.ctx)
+	s, err := c.rpc.Append(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return grpcStream{s}, nil
 }
 
 func (c *Client) openSide() (appendConn, error) {
 	f, err := c.dialSide(func(ctx context.Context, sl *side.Listener) error {
-		_, err := c.rpc.AppendChannel(ctx, &storev1.AppendChannelRequest{Socket: sl.Path, Token: sl.Token})
-		return err
+		resp, err := c.rpc.AppendChannel(ctx, &storev1.AppendChannelRequest{Socket: sl.Path, Token: sl.Token, FrameVersion: side.FrameVersion})
+		if err != nil {
+			return err
+		}
+		return checkFrameVersion(resp.FrameVersion)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &sideStream{f: f}, nil
+}
+
+// checkFrameVersion refuses a side channel whose plugin answered with
+// another frame layout (a plugin built with an older SDK answers 0).
+func checkFrameVersion(v uint32) error {
+	if v != side.FrameVersion {
+		return status.Errorf(codes.FailedPrecondition, "storeplugin: the plugin frames side channels as version %d, the host as %d", v, side.FrameVersion)
+	}
+	return nil
+}
+
+// olderSDK reports whether a side channel call failed because the plugin
+// was built with an SDK that has no such channel or frames it otherwise:
+// the host then uses the gRPC stream, as designed.
+func olderSDK(err error) bool {
+	st, ok := status.FromError(errors.Unwrap(err))
+	return ok && (st.Code() == codes.Unimplemented || st.Code() == codes.FailedPrecondition)
 }
 
 // dialSide sets up a side channel: it listens, makes the call that asks
@@ -170,9 +263,22 @@ func (s *server) dialSide(ctx context.Context, socket string, token []byte) (sdk
 	return st, c, nil
 }
 
+// frameVersionOK refuses, before dialing, a host that frames side channels
+// otherwise (a host built with an older SDK sends 0): it then uses the
+// gRPC stream.
+func frameVersionOK(v uint32) error {
+	if v != side.FrameVersion {
+		return status.Errorf(codes.FailedPrecondition, "storeplugin: the host frames side channels as version %d, this plugin as %d", v, side.FrameVersion)
+	}
+	return nil
+}
+
 // AppendChannel dials the host's side channel and serves an append stream
 // on it until the host ends it or the store closes.
 func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRequest) (*storev1.AppendChannelResponse, error) {
+	if err := frameVersionOK(req.FrameVersion); err != nil {
+		return nil, err
+	}
 	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
 	if err != nil {
 		return nil, err
@@ -182,21 +288,29 @@ func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRe
 		f := side.NewFrameConn(c, grpcopt.MaxMessageBytes)
 		sctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		err := s.serveAppend(sctx, st, func() (*storev1.AppendBatch, error) {
-			b := &storev1.AppendBatch{}
-			return b, f.Read(b)
-		}, func(a *storev1.AppendAck) error { return f.Write(a) })
+		var b storev1.AppendBatch // reused: serveAppend is done with a batch before the next recv
+		err := s.serveAppend(sctx, st, func() (*storev1.AppendBatch, [][]byte, error) {
+			b.Reset()
+			parts, err := f.ReadShared(&b)
+			if err == nil && len(parts) != len(b.Ops) {
+				err = fmt.Errorf("batch %d: %d parts for %d ops: %w", b.Seq, len(parts), len(b.Ops), side.ErrBadFrame)
+			}
+			return &b, parts, err
+		}, func(a *storev1.AppendAck, records [][]byte) error { return f.WriteParts(a, records) })
 		if err != nil && !errors.Is(err, net.ErrClosed) {
 			s.logger.Warn("append channel ended", "error", err)
 		}
 	}()
-	return &storev1.AppendChannelResponse{}, nil
+	return &storev1.AppendChannelResponse{FrameVersion: side.FrameVersion}, nil
 }
 
 // ReadChannel dials the host's side channel and sends chunks from req.From
 // on it until the max offset (then it half-closes), the host closes it or
 // the store closes.
 func (s *server) ReadChannel(ctx context.Context, req *storev1.ReadChannelRequest) (*storev1.ReadChannelResponse, error) {
+	if err := frameVersionOK(req.FrameVersion); err != nil {
+		return nil, err
+	}
 	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
 	if err != nil {
 		return nil, err
@@ -204,7 +318,11 @@ func (s *server) ReadChannel(ctx context.Context, req *storev1.ReadChannelReques
 	go func() {
 		defer s.sides.done(c)
 		f := side.NewFrameConn(c, grpcopt.MaxMessageBytes)
-		err := sendChunks(st, req.From, readStreamUnbounded, int(req.ChunkBytes), func(ch *storev1.Chunk) error { return f.Write(ch) })
+		var ch storev1.Chunk
+		err := sendChunks(st, req.From, readStreamUnbounded, int(req.ChunkBytes), func(off int64, data []byte) error {
+			ch.Offset = off
+			return f.WriteParts(&ch, [][]byte{data})
+		})
 		if err == nil {
 			err = f.CloseWrite()
 		}
@@ -212,5 +330,5 @@ func (s *server) ReadChannel(ctx context.Context, req *storev1.ReadChannelReques
 			s.logger.Warn("read channel ended", "error", err)
 		}
 	}()
-	return &storev1.ReadChannelResponse{}, nil
+	return &storev1.ReadChannelResponse{FrameVersion: side.FrameVersion}, nil
 }

@@ -11,14 +11,34 @@
 // that presents it and removes the socket (Listener.Accept). The channel
 // exists only between the two processes.
 //
-// A FrameConn carries protobuf messages on a channel, each framed by its
-// length:
+// A FrameConn carries frames on a channel: a small protobuf message (the
+// metadata: sequence numbers, offsets, results) and raw parts (the
+// payload: message bodies, commit-log bytes, stored records) that never go
+// through the protobuf encoder. All integers are big-endian:
 //
-//	 0                4                       4+len
-//	+----------------+-----------------------+
-//	| len  u32 (BE)  | protobuf message      |
-//	+----------------+-----------------------+
+//	 0          4          8          12            12+4n        12+4n+mlen   4+len
+//	+----------+----------+----------+-------------+-------------+-------------+
+//	| len u32  | mlen u32 | n u32    | part length | message     | parts       |
+//	|          |          |          | u32 × n     | (mlen bytes)| (Σ lengths) |
+//	+----------+----------+----------+-------------+-------------+-------------+
 //
-// len is checked against the connection's bound (MaxFrame) before anything
-// is allocated; a longer frame fails with ErrFrameTooLarge.
+//	len   the bytes after the len field: 8 + 4n + mlen + the parts' lengths
+//	mlen  the length of the protobuf message
+//	n     the number of parts (at most MaxParts); part i is the i-th slice of
+//	      the payload, of the i-th length
+//
+// The reader checks len against the connection's bound (NewFrameConn's
+// maxFrame, 64 MiB on a store's channels) before allocating anything (a longer frame fails with
+// ErrFrameTooLarge), then that n, mlen and the part lengths add up to len
+// (else ErrBadFrame). The writer sends the header, the lengths and the
+// message from one buffer and the parts from the caller's slices with one
+// writev; the reader reads the payload straight into a buffer it reuses
+// (ReadShared) or one the caller keeps (ReadOwned). Which field of the
+// message a part belongs to is the caller's convention (sdk/storeplugin:
+// part i is op i's payload in a batch, op i's stored record in an ack, and
+// a chunk's bytes).
+//
+// The socket's send and receive buffers are raised to 1 MiB (capped by the
+// kernel's net.core.[rw]mem_max), so a 256 KiB batch or chunk goes in one
+// write and one read.
 package side

@@ -90,9 +90,12 @@ func TestPluginSideCancel(t *testing.T) {
 	}
 }
 
-func frame(m proto.Message) []byte {
-	b, _ := proto.Marshal(m)
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+func frame(m proto.Message, parts ...[]byte) []byte {
+	b, err := side.AppendFrame(nil, m, parts)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // maxFrame is the fuzz target's bound (small, so oversized lengths are
@@ -100,27 +103,75 @@ func frame(m proto.Message) []byte {
 const maxFrame = 1 << 20
 
 // FuzzFrame: the frame reader never panics, rejects a length above its
-// bound before allocating, and reads back what a writer framed.
+// bound before allocating, checks that the part lengths add up, returns
+// parts that tile the payload, and reads back what a writer framed.
 func FuzzFrame(f *testing.F) {
-	f.Add(frame(&storev1.AppendBatch{Seq: 1, Ops: []*storev1.AppendOp{{Op: &storev1.AppendOp_Raw{Raw: &storev1.RawAppend{Offset: 7, Data: []byte("abc")}}}}}))
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3})
+	f.Add(frame(&storev1.AppendBatch{Seq: 1, Ops: []*storev1.AppendOp{{Op: &storev1.AppendOp_Raw{Raw: &storev1.RawAppend{Offset: 7}}}}}, []byte("abc")))
+	f.Add(frame(&storev1.AppendAck{Seq: 2, Results: []*storev1.OpResult{{}, {}}}, []byte("record"), nil))
+	f.Add(frame(&storev1.Chunk{Offset: 4096}, bytes.Repeat([]byte{7}, 300)))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3})
+	f.Add([]byte{0, 0, 0, 20, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 9, 0, 0, 0, 1})
 	f.Add([]byte{0, 0, 0, 5, 0x08})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fc := side.NewFrameReader(bytes.NewReader(data), maxFrame)
 		for {
 			var b storev1.AppendBatch
-			err := fc.Read(&b)
+			parts, err := fc.ReadShared(&b)
+			if fc.BufferCap() > 2*maxFrame {
+				t.Fatalf("allocated %d bytes", fc.BufferCap())
+			}
 			if err != nil {
-				if len(data) >= 4 && binary.BigEndian.Uint32(data) > maxFrame && !errors.Is(err, side.ErrFrameTooLarge) {
+				if len(data) >= side.FrameHeader && binary.BigEndian.Uint32(data) > maxFrame && !errors.Is(err, side.ErrFrameTooLarge) {
 					t.Fatalf("oversized first frame: %v", err)
-				}
-				if fc.BufferCap() > maxFrame {
-					t.Fatalf("allocated %d bytes", fc.BufferCap())
 				}
 				return
 			}
+			if len(parts) > side.MaxParts {
+				t.Fatalf("%d parts", len(parts))
+			}
+			// What was read frames back to the same message and parts.
+			again, err := side.AppendFrame(nil, &b, parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b2 storev1.AppendBatch
+			parts2, err := side.NewFrameReader(bytes.NewReader(again), maxFrame).ReadOwned(&b2)
+			if err != nil || !proto.Equal(&b, &b2) || len(parts2) != len(parts) {
+				t.Fatalf("re-read: %v", err)
+			}
+			for i := range parts {
+				if !bytes.Equal(parts[i], parts2[i]) {
+					t.Fatalf("part %d differs", i)
+				}
+			}
 		}
 	})
+}
+
+// TestPluginSideBadFrame: lengths that do not add up, or a frame above
+// the bound, fail before anything is allocated for them.
+func TestPluginSideBadFrame(t *testing.T) {
+	for name, tc := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"oversized":      {[]byte{0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, side.ErrFrameTooLarge},
+		"short length":   {[]byte{0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0}, side.ErrBadFrame},
+		"message beyond": {[]byte{0, 0, 0, 8, 0, 0, 0, 9, 0, 0, 0, 0}, side.ErrBadFrame},
+		"too many parts": {[]byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 1, 0, 1}, side.ErrBadFrame},
+		"parts too long": {append([]byte{0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}, 'x'), side.ErrBadFrame},
+		"parts short":    {append([]byte{0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}, 'x', 'y'), side.ErrBadFrame},
+		"cut payload":    {append([]byte{0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}, 'x'), io.ErrUnexpectedEOF},
+	} {
+		fc := side.NewFrameReader(bytes.NewReader(tc.data), maxFrame)
+		var c storev1.Chunk
+		if _, err := fc.ReadOwned(&c); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+		if fc.BufferCap() > 64 {
+			t.Errorf("%s: allocated %d bytes", name, fc.BufferCap())
+		}
+	}
 }
 
 // TestPluginSideFrames: frames written on one end of a real socket pair are
@@ -157,6 +208,15 @@ func TestPluginSideFrames(t *testing.T) {
 	if err := a.Write(&storev1.RawAppend{Data: make([]byte, 2<<10)}); !errors.Is(err, side.ErrFrameTooLarge) {
 		t.Fatalf("oversized write: %v", err)
 	}
+	if err := a.WriteParts(&storev1.Chunk{}, [][]byte{make([]byte, 2<<10)}); !errors.Is(err, side.ErrFrameTooLarge) {
+		t.Fatalf("oversized parts: %v", err)
+	}
+	if err := a.WriteParts(&storev1.Chunk{Offset: 9}, [][]byte{[]byte("ab"), nil, []byte("cde")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteParts(&storev1.Chunk{Offset: 10}, [][]byte{[]byte("xyz")}); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +225,17 @@ func TestPluginSideFrames(t *testing.T) {
 		if err := b.Read(&ack); err != nil || ack.Seq != i {
 			t.Fatalf("frame %d: %v %v", i, ack.Seq, err)
 		}
+	}
+	// Parts travel beside the message, shared (reused by the next read) or
+	// owned.
+	var got storev1.Chunk
+	parts, err := b.ReadShared(&got)
+	if err != nil || got.Offset != 9 || len(parts) != 3 || string(parts[0]) != "ab" || len(parts[1]) != 0 || string(parts[2]) != "cde" {
+		t.Fatalf("shared parts: %v %q %v", got.Offset, parts, err)
+	}
+	parts, err = b.ReadOwned(&got)
+	if err != nil || got.Offset != 10 || len(parts) != 1 || string(parts[0]) != "xyz" {
+		t.Fatalf("owned parts: %v %q %v", got.Offset, parts, err)
 	}
 	var ack storev1.AppendAck
 	if err := b.Read(&ack); !errors.Is(err, io.EOF) {

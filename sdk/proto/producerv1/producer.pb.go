@@ -148,7 +148,9 @@ const (
 	// NOT_STORED: the node is a slave; master_api names its master's API when
 	// the node knows it.
 	Error_ERROR_SLAVE_WRITE_PROTECTED Error = 3
-	// NOT_STORED: the node is not a master (demoted or fenced before the put).
+	// NOT_STORED: the node is not a master (an autoswitch or controller-mode
+	// slave, or a master demoted or fenced before the put); master_api names
+	// the master's API when the node knows it.
 	Error_ERROR_NOT_MASTER Error = 4
 	// MAYBE: stored on this node but the master was fenced or demoted while
 	// the put waited for its slaves: the message may be cut when this node
@@ -160,6 +162,11 @@ const (
 	Error_ERROR_NO_SPACE Error = 7
 	// MAYBE: the put failed on the node (message says why).
 	Error_ERROR_INTERNAL Error = 8
+	// NOT_STORED: the node knows no master to take the put (controller mode:
+	// an election under way, no eligible member, or a master whose API
+	// address is not known yet): send it again later, to this node or
+	// another. The JSON API answers this 503 with "stored":"no".
+	Error_ERROR_UNAVAILABLE Error = 9
 )
 
 // Enum value maps for Error.
@@ -174,6 +181,7 @@ var (
 		6: "ERROR_SHUTTING_DOWN",
 		7: "ERROR_NO_SPACE",
 		8: "ERROR_INTERNAL",
+		9: "ERROR_UNAVAILABLE",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":                  0,
@@ -185,6 +193,7 @@ var (
 		"ERROR_SHUTTING_DOWN":         6,
 		"ERROR_NO_SPACE":              7,
 		"ERROR_INTERNAL":              8,
+		"ERROR_UNAVAILABLE":           9,
 	}
 )
 
@@ -398,9 +407,15 @@ type Result struct {
 	// error and message: set unless the put was stored.
 	Error   Error  `protobuf:"varint,7,opt,name=error,proto3,enum=replicator.producer.v1.Error" json:"error,omitempty"`
 	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
-	// master_api is the master's API base URL (ERROR_SLAVE_WRITE_PROTECTED),
-	// empty when unknown.
-	MasterApi     string `protobuf:"bytes,9,opt,name=master_api,json=masterApi,proto3" json:"master_api,omitempty"`
+	// master_api is the master's API base URL (ERROR_SLAVE_WRITE_PROTECTED,
+	// ERROR_NOT_MASTER), empty when unknown.
+	MasterApi string `protobuf:"bytes,9,opt,name=master_api,json=masterApi,proto3" json:"master_api,omitempty"`
+	// epoch and broker_id (STORAGE_STORED on an autoswitch or controller-mode
+	// node; 0 otherwise): the master epoch the put was stored and
+	// acknowledged in, and the broker id of the node that acknowledged it,
+	// as the JSON put answer's "epoch" and "broker_id".
+	Epoch         int32 `protobuf:"varint,10,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	BrokerId      int64 `protobuf:"varint,11,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -498,6 +513,20 @@ func (x *Result) GetMasterApi() string {
 	return ""
 }
 
+func (x *Result) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Result) GetBrokerId() int64 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
 var File_producerv1_producer_proto protoreflect.FileDescriptor
 
 const file_producerv1_producer_proto_rawDesc = "" +
@@ -518,7 +547,7 @@ const file_producerv1_producer_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
 	"\vPutResponse\x128\n" +
-	"\aresults\x18\x01 \x03(\v2\x1e.replicator.producer.v1.ResultR\aresults\"\xe1\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x1e.replicator.producer.v1.ResultR\aresults\"\x94\x03\n" +
 	"\x06Result\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x129\n" +
 	"\astorage\x18\x02 \x01(\x0e2\x1f.replicator.producer.v1.StorageR\astorage\x126\n" +
@@ -530,7 +559,10 @@ const file_producerv1_producer_proto_rawDesc = "" +
 	"\x05error\x18\a \x01(\x0e2\x1d.replicator.producer.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
-	"master_api\x18\t \x01(\tR\tmasterApi*v\n" +
+	"master_api\x18\t \x01(\tR\tmasterApi\x12\x14\n" +
+	"\x05epoch\x18\n" +
+	" \x01(\x05R\x05epoch\x12\x1b\n" +
+	"\tbroker_id\x18\v \x01(\x03R\bbrokerId*v\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -541,7 +573,7 @@ const file_producerv1_producer_proto_rawDesc = "" +
 	"\aStorage\x12\x11\n" +
 	"\rSTORAGE_MAYBE\x10\x00\x12\x12\n" +
 	"\x0eSTORAGE_STORED\x10\x01\x12\x16\n" +
-	"\x12STORAGE_NOT_STORED\x10\x02*\xd1\x01\n" +
+	"\x12STORAGE_NOT_STORED\x10\x02*\xe8\x01\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x19\n" +
@@ -552,7 +584,8 @@ const file_producerv1_producer_proto_rawDesc = "" +
 	"\fERROR_FENCED\x10\x05\x12\x17\n" +
 	"\x13ERROR_SHUTTING_DOWN\x10\x06\x12\x12\n" +
 	"\x0eERROR_NO_SPACE\x10\a\x12\x12\n" +
-	"\x0eERROR_INTERNAL\x10\b2^\n" +
+	"\x0eERROR_INTERNAL\x10\b\x12\x15\n" +
+	"\x11ERROR_UNAVAILABLE\x10\t2^\n" +
 	"\bProducer\x12R\n" +
 	"\x03Put\x12\".replicator.producer.v1.PutRequest\x1a#.replicator.producer.v1.PutResponse(\x010\x01B9Z7github.com/replicatorhq/replicator/sdk/proto/producerv1b\x06proto3"
 

@@ -1201,9 +1201,14 @@ func (x *AppendAck) GetBounds() *Bounds {
 }
 
 type AppendChannelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Socket        string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"` // path of the host's unix socket to dial
-	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`   // written first on that socket (32 bytes)
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Socket string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"` // path of the host's unix socket to dial
+	Token  []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`   // written first on that socket (32 bytes)
+	// frame_version is the side channel frame layout the host speaks
+	// (sdk/internal/side.FrameVersion; 0: the length-prefixed messages of
+	// session 7). A plugin that does not speak it answers FailedPrecondition
+	// without dialing; the host then uses the gRPC stream.
+	FrameVersion  uint32 `protobuf:"varint,3,opt,name=frame_version,json=frameVersion,proto3" json:"frame_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1252,8 +1257,18 @@ func (x *AppendChannelRequest) GetToken() []byte {
 	return nil
 }
 
+func (x *AppendChannelRequest) GetFrameVersion() uint32 {
+	if x != nil {
+		return x.FrameVersion
+	}
+	return 0
+}
+
 type AppendChannelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// frame_version echoes the layout the plugin serves; a plugin built
+	// before it existed answers 0, and the host then uses the gRPC stream.
+	FrameVersion  uint32 `protobuf:"varint,1,opt,name=frame_version,json=frameVersion,proto3" json:"frame_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1286,6 +1301,13 @@ func (x *AppendChannelResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use AppendChannelResponse.ProtoReflect.Descriptor instead.
 func (*AppendChannelResponse) Descriptor() ([]byte, []int) {
 	return file_storev1_store_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AppendChannelResponse) GetFrameVersion() uint32 {
+	if x != nil {
+		return x.FrameVersion
+	}
+	return 0
 }
 
 type ReadStreamRequest struct {
@@ -1350,10 +1372,11 @@ func (x *ReadStreamRequest) GetChunkBytes() int32 {
 
 type ReadChannelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Socket        string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"`                            // path of the host's unix socket to dial
-	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`                              // written first on that socket (32 bytes)
-	From          int64                  `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`                               // offset of the first chunk
-	ChunkBytes    int32                  `protobuf:"varint,4,opt,name=chunk_bytes,json=chunkBytes,proto3" json:"chunk_bytes,omitempty"` // bytes per chunk at most
+	Socket        string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"`                                  // path of the host's unix socket to dial
+	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`                                    // written first on that socket (32 bytes)
+	From          int64                  `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`                                     // offset of the first chunk
+	ChunkBytes    int32                  `protobuf:"varint,4,opt,name=chunk_bytes,json=chunkBytes,proto3" json:"chunk_bytes,omitempty"`       // bytes per chunk at most
+	FrameVersion  uint32                 `protobuf:"varint,5,opt,name=frame_version,json=frameVersion,proto3" json:"frame_version,omitempty"` // as AppendChannelRequest's
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1416,8 +1439,16 @@ func (x *ReadChannelRequest) GetChunkBytes() int32 {
 	return 0
 }
 
+func (x *ReadChannelRequest) GetFrameVersion() uint32 {
+	if x != nil {
+		return x.FrameVersion
+	}
+	return 0
+}
+
 type ReadChannelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	FrameVersion  uint32                 `protobuf:"varint,1,opt,name=frame_version,json=frameVersion,proto3" json:"frame_version,omitempty"` // as AppendChannelResponse's
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1450,6 +1481,13 @@ func (x *ReadChannelResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReadChannelResponse.ProtoReflect.Descriptor instead.
 func (*ReadChannelResponse) Descriptor() ([]byte, []int) {
 	return file_storev1_store_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReadChannelResponse) GetFrameVersion() uint32 {
+	if x != nil {
+		return x.FrameVersion
+	}
+	return 0
 }
 
 type Chunk struct {
@@ -1631,23 +1669,27 @@ const file_storev1_store_proto_rawDesc = "" +
 	"\tAppendAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x127\n" +
 	"\aresults\x18\x02 \x03(\v2\x1d.replicator.store.v1.OpResultR\aresults\x123\n" +
-	"\x06bounds\x18\x03 \x01(\v2\x1b.replicator.store.v1.BoundsR\x06bounds\"D\n" +
+	"\x06bounds\x18\x03 \x01(\v2\x1b.replicator.store.v1.BoundsR\x06bounds\"i\n" +
 	"\x14AppendChannelRequest\x12\x16\n" +
 	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\fR\x05token\"\x17\n" +
-	"\x15AppendChannelResponse\"e\n" +
+	"\x05token\x18\x02 \x01(\fR\x05token\x12#\n" +
+	"\rframe_version\x18\x03 \x01(\rR\fframeVersion\"<\n" +
+	"\x15AppendChannelResponse\x12#\n" +
+	"\rframe_version\x18\x01 \x01(\rR\fframeVersion\"e\n" +
 	"\x11ReadStreamRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x1b\n" +
 	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x1f\n" +
 	"\vchunk_bytes\x18\x03 \x01(\x05R\n" +
-	"chunkBytes\"w\n" +
+	"chunkBytes\"\x9c\x01\n" +
 	"\x12ReadChannelRequest\x12\x16\n" +
 	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\fR\x05token\x12\x12\n" +
 	"\x04from\x18\x03 \x01(\x03R\x04from\x12\x1f\n" +
 	"\vchunk_bytes\x18\x04 \x01(\x05R\n" +
-	"chunkBytes\"\x15\n" +
-	"\x13ReadChannelResponse\"3\n" +
+	"chunkBytes\x12#\n" +
+	"\rframe_version\x18\x05 \x01(\rR\fframeVersion\":\n" +
+	"\x13ReadChannelResponse\x12#\n" +
+	"\rframe_version\x18\x01 \x01(\rR\fframeVersion\"3\n" +
 	"\x05Chunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\x0e\n" +

@@ -72,9 +72,11 @@ type StoreClient interface {
 	// and answers it with exactly one ack, in order.
 	Append(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendBatch, AppendAck], error)
 	// AppendChannel asks the plugin to dial the host's unix socket and serve
-	// the append stream there: the same AppendBatch and AppendAck messages,
-	// each framed by its length (4 bytes, big-endian), without gRPC's HTTP/2
-	// machinery on the latency path. Unimplemented: the host uses Append.
+	// the append stream there: the same AppendBatch and AppendAck messages in
+	// side channel frames (sdk/internal/side: the payloads as raw parts
+	// beside the message), without gRPC's HTTP/2 machinery on the latency
+	// path. Unimplemented, FailedPrecondition (another frame_version) or a
+	// response without the host's frame_version: the host uses Append.
 	AppendChannel(ctx context.Context, in *AppendChannelRequest, opts ...grpc.CallOption) (*AppendChannelResponse, error)
 	// ReadStream sends the stored bytes from an offset in chunks, each inside
 	// one segment, until max_bytes or the max offset.
@@ -82,7 +84,8 @@ type StoreClient interface {
 	// ReadChannel asks the plugin to dial the host's unix socket and send the
 	// stored bytes from an offset there, as Chunk messages framed like the
 	// append channel's, until the max offset (then it half-closes) or until
-	// the host closes the socket. Unimplemented: the host uses ReadStream.
+	// the host closes the socket. Unimplemented, FailedPrecondition or a
+	// response without the host's frame_version: the host uses ReadStream.
 	ReadChannel(ctx context.Context, in *ReadChannelRequest, opts ...grpc.CallOption) (*ReadChannelResponse, error)
 	// Watch pushes the bounds whenever they change.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Bounds], error)
@@ -248,9 +251,11 @@ type StoreServer interface {
 	// and answers it with exactly one ack, in order.
 	Append(grpc.BidiStreamingServer[AppendBatch, AppendAck]) error
 	// AppendChannel asks the plugin to dial the host's unix socket and serve
-	// the append stream there: the same AppendBatch and AppendAck messages,
-	// each framed by its length (4 bytes, big-endian), without gRPC's HTTP/2
-	// machinery on the latency path. Unimplemented: the host uses Append.
+	// the append stream there: the same AppendBatch and AppendAck messages in
+	// side channel frames (sdk/internal/side: the payloads as raw parts
+	// beside the message), without gRPC's HTTP/2 machinery on the latency
+	// path. Unimplemented, FailedPrecondition (another frame_version) or a
+	// response without the host's frame_version: the host uses Append.
 	AppendChannel(context.Context, *AppendChannelRequest) (*AppendChannelResponse, error)
 	// ReadStream sends the stored bytes from an offset in chunks, each inside
 	// one segment, until max_bytes or the max offset.
@@ -258,7 +263,8 @@ type StoreServer interface {
 	// ReadChannel asks the plugin to dial the host's unix socket and send the
 	// stored bytes from an offset there, as Chunk messages framed like the
 	// append channel's, until the max offset (then it half-closes) or until
-	// the host closes the socket. Unimplemented: the host uses ReadStream.
+	// the host closes the socket. Unimplemented, FailedPrecondition or a
+	// response without the host's frame_version: the host uses ReadStream.
 	ReadChannel(context.Context, *ReadChannelRequest) (*ReadChannelResponse, error)
 	// Watch pushes the bounds whenever they change.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Bounds]) error

@@ -209,11 +209,15 @@ func BenchmarkPluginSyncPut(b *testing.B) {
 }
 
 // benchClientConfig is the default client configuration, with
-// REPLICATOR_BENCH_INFLIGHT overriding MaxInFlight (for tuning runs).
+// REPLICATOR_BENCH_INFLIGHT overriding MaxInFlight and
+// REPLICATOR_BENCH_CHUNK ChunkBytes (for tuning runs).
 func benchClientConfig() storeplugin.ClientConfig {
 	var cfg storeplugin.ClientConfig
 	if v, err := strconv.Atoi(os.Getenv("REPLICATOR_BENCH_INFLIGHT")); err == nil {
 		cfg.MaxInFlight = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("REPLICATOR_BENCH_CHUNK")); err == nil {
+		cfg.ChunkBytes = v
 	}
 	return cfg
 }
