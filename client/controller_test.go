@@ -154,25 +154,7 @@ func TestControllerFailover(t *testing.T) {
 		})
 	}
 	var elected int64
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			select {
-			case err := <-errc:
-				close(stop)
-				wg.Wait()
-				t.Fatal(err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, cond func() bool) { waitProducers(t, what, cond, errc, stop, &wg) }
 	waitFor("PUT_OK on the first master", func() bool { return countFrom(first) >= 50 })
 	stops[first]()
 	waitFor("PUT_OK on a new master", func() bool {

@@ -123,25 +123,7 @@ func TestFollowsMasterAcrossFailover(t *testing.T) {
 			}
 		})
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			select {
-			case err := <-errc:
-				close(stop)
-				wg.Wait()
-				t.Fatal(err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, cond func() bool) { waitProducers(t, what, cond, errc, stop, &wg) }
 	waitFor("PUT_OK on the first master", func() bool { return count(a.Addr()) >= 50 })
 	// The failover: demote a (it names b), then promote b.
 	postRole(t, a.URL(), `{"role":"slave","master":"`+bHA+`","master_api":"`+b.URL()+`"}`)
@@ -203,4 +185,27 @@ func TestFollowsMasterAcrossFailover(t *testing.T) {
 	}
 	t.Logf("%d PUT_OK (%d on the first master at epoch %d, %d on the new at epoch %d), %d may be stored",
 		len(oks), count(a.Addr()), epochA, count(b.Addr()), epochB, maybe)
+}
+
+// waitProducers polls cond (every 5 ms, at most 20 s) while producers run;
+// a producer's error on errc, or the deadline, stops them (close(stop),
+// wg.Wait) and fails the test.
+func waitProducers(t *testing.T, what string, cond func() bool, errc <-chan error, stop chan struct{}, wg *sync.WaitGroup) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		select {
+		case err := <-errc:
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

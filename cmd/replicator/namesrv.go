@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,7 +141,7 @@ func newNamesrvWiring(role string, o *nodeOpts, listen []string) (*namesrvWiring
 // channel) is listened on too, on the same host, else the first.
 func pickBrokerAddr(listen []string) string {
 	for _, a := range listen {
-		if vipAddr(a) != "" && containsAddr(listen, vipAddr(a)) {
+		if vipAddr(a) != "" && slices.Contains(listen, vipAddr(a)) {
 			return a
 		}
 	}
@@ -149,26 +150,7 @@ func pickBrokerAddr(listen []string) string {
 
 // vipAddr is addr's VIP channel: same host, port - 2 ("" when addr does
 // not parse or its port is too small).
-func vipAddr(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return ""
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p <= rocketmqVIPChannelDiff {
-		return ""
-	}
-	return net.JoinHostPort(host, strconv.Itoa(p-rocketmqVIPChannelDiff))
-}
-
-func containsAddr(list []string, a string) bool {
-	for _, l := range list {
-		if l == a {
-			return true
-		}
-	}
-	return false
-}
+func vipAddr(addr string) string { return portBelow(addr, rocketmqVIPChannelDiff) }
 
 // defaultSlaveHAListen is the slave's --ha-listen default (role.go): the
 // --listen host, its port + 1.
@@ -224,7 +206,7 @@ func (w *namesrvWiring) start(env node.ExtensionEnv, st meta.Source) error {
 	if w.id <= 0 && env.Role == core.Slave {
 		return usage(errors.New("--namesrv-addr: no broker id for this slave (set --broker-id)"))
 	}
-	if v := vipAddr(w.brokerAddr); !containsAddr(w.listen, v) {
+	if v := vipAddr(w.brokerAddr); !slices.Contains(w.listen, v) {
 		log.Warn("RocketMQ slaves read topics at the registered broker address's port - 2 (their VIP channel), which --remoting-listen does not list; list both ports", "broker_addr", w.brokerAddr, "vip_addr", v)
 	}
 	topics := metadata.NewRemotingHandler(st, env.Logger)

@@ -153,16 +153,20 @@ func remotingNodeOpts(n *nodeOpts) []*config.Option {
 
 // defaultMasterRemoting derives the master's remoting address from its HA
 // address: same host, HA port - 3.
-func defaultMasterRemoting(haAddr string) string {
-	host, port, err := net.SplitHostPort(haAddr)
+func defaultMasterRemoting(haAddr string) string { return portBelow(haAddr, remotingPortBelowHA) }
+
+// portBelow is addr with its port lowered by diff: same host ("" when addr
+// does not parse or its port is not above diff).
+func portBelow(addr string, diff int) string {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return ""
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p <= remotingPortBelowHA {
+	if err != nil || p <= diff {
 		return ""
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p-remotingPortBelowHA))
+	return net.JoinHostPort(host, strconv.Itoa(p-diff))
 }
 
 // remotingWiring is what the metadata extension needs to serve or pull
