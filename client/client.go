@@ -407,10 +407,13 @@ func (p *Producer) conn(hp string) (*grpc.ClientConn, error) {
 	}
 	creds := insecure.NewCredentials()
 	if p.secure[hp] {
-		cfg := p.opts.tls
-		if cfg == nil {
-			cfg = &tls.Config{}
+		cfg := &tls.Config{}
+		if p.opts.tls != nil {
+			cfg = p.opts.tls.Clone()
 		}
+		// The node's native stream transport first; a node that does not
+		// know it picks h2 and serves the stream through its HTTP server.
+		cfg.NextProtos = []string{producerv1.ALPNProtocol, "h2"}
 		creds = credentials.NewTLS(cfg)
 	}
 	cc, err := grpc.NewClient("passthrough:///"+hp,

@@ -79,8 +79,12 @@
 // # Wire
 //
 // The stream is replicator.producer.v1.Producer/Put (sdk/proto/producerv1):
-// HTTP/2 with prior knowledge on a plain port, ALPN h2 over TLS, the token
-// in the "authorization" metadata. Each PutRequest holds messages with a
+// HTTP/2 with prior knowledge on a plain port; over TLS the producer offers
+// ALPN "replicator-grpc" (producerv1.ALPNProtocol) first, which a node
+// serves on gRPC's own HTTP/2 transport, then "h2", which an older node
+// serves through its HTTP server (the stream works either way; the first
+// costs the node less CPU per message). The token is in the
+// "authorization" metadata. Each PutRequest holds messages with a
 // growing sequence number (from 1 per stream); each PutResponse holds
 // results in completion order, each tagged by its message's sequence.
 package client

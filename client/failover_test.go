@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +16,7 @@ import (
 	"github.com/replicatorhq/replicator/client"
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/internal/api"
+	"github.com/replicatorhq/replicator/internal/ctltest"
 	"github.com/replicatorhq/replicator/internal/node"
 )
 
@@ -32,18 +33,6 @@ func postRole(t *testing.T, url, body string) {
 	}
 }
 
-// haAddr is a free loopback port for a node's HA listener, fixed so that
-// a demote can name the slave's HA address before the slave is promoted.
-func haAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestFollowsMasterAcrossFailover: producers that know only the first
 // master keep sending while the roles of an autoswitch pair swap (the
 // master demoted to a slave of the other node, which is promoted). The
@@ -52,7 +41,7 @@ func haAddr(t *testing.T) string {
 // its offset, and in the old master's once it caught up.
 func TestFollowsMasterAcrossFailover(t *testing.T) {
 	dir := t.TempDir()
-	aHA, bHA := haAddr(t), haAddr(t)
+	aHA, bHA := ctltest.FreeAddr(t), ctltest.FreeAddr(t)
 	a, _ := runNode(t, node.Config{Role: core.SyncMaster, Protocol: core.ProtocolAutoSwitch, BrokerID: 1, DataDir: filepath.Join(dir, "a"),
 		HAListen: aHA, SlaveTimeout: 3 * time.Second, ReconnectDelay: 20 * time.Millisecond, HAReportInterval: 50 * time.Millisecond})
 	b, _ := runNode(t, node.Config{Role: core.Slave, PromoteRole: core.SyncMaster, Protocol: core.ProtocolAutoSwitch, BrokerID: 2,
@@ -73,69 +62,24 @@ func TestFollowsMasterAcrossFailover(t *testing.T) {
 	}
 
 	p := dial(t, []string{a.URL()}, client.WithRetryTimeout(20*time.Second))
-	type ok struct {
-		body string
-		res  client.Result
-	}
-	var (
-		mu    sync.Mutex
-		oks   []ok
-		maybe int
-	)
+	// Other statuses are not counted: a put may wait for the slave while
+	// the roles swap.
+	ps := startProducers(p, 4, func(string, client.Result) error { return nil })
 	count := func(node string) int {
-		mu.Lock()
-		defer mu.Unlock()
 		n := 0
-		for _, o := range oks {
+		for _, o := range ps.answers() {
 			if o.res.Node == node {
 				n++
 			}
 		}
 		return n
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errc := make(chan error, 4)
-	for g := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				body := fmt.Sprintf("g%d-%d", g, i)
-				res, err := p.Send(context.Background(), &client.Message{Topic: "TopicTest", Body: []byte(body)})
-				switch {
-				case err == nil && res.Status == client.PutOK:
-					mu.Lock()
-					oks = append(oks, ok{body, res})
-					mu.Unlock()
-				case errors.Is(err, client.ErrMayBeStored):
-					// Waiting for the slave when the master was demoted.
-					mu.Lock()
-					maybe++
-					mu.Unlock()
-				case err != nil:
-					errc <- fmt.Errorf("%s: %w", body, err)
-					return
-				}
-			}
-		})
-	}
-	waitFor := func(what string, cond func() bool) { waitProducers(t, what, cond, errc, stop, &wg) }
-	waitFor("PUT_OK on the first master", func() bool { return count(a.Addr()) >= 50 })
+	ps.waitFor(t, "PUT_OK on the first master", func() bool { return count(a.Addr()) >= 50 })
 	// The failover: demote a (it names b), then promote b.
 	postRole(t, a.URL(), `{"role":"slave","master":"`+bHA+`","master_api":"`+b.URL()+`"}`)
 	postRole(t, b.URL(), `{"role":"master"}`)
-	waitFor("PUT_OK on the new master", func() bool { return count(b.Addr()) >= 50 })
-	close(stop)
-	wg.Wait()
-	select {
-	case err := <-errc:
-		t.Fatal(err)
-	default:
-	}
+	ps.waitFor(t, "PUT_OK on the new master", func() bool { return count(b.Addr()) >= 50 })
+	oks, maybe := ps.finish(t)
 
 	logB := readBodies(t, b.URL())
 	var epochA, epochB int32
@@ -187,25 +131,104 @@ func TestFollowsMasterAcrossFailover(t *testing.T) {
 		len(oks), count(a.Addr()), epochA, count(b.Addr()), epochB, maybe)
 }
 
-// waitProducers polls cond (every 5 ms, at most 20 s) while producers run;
-// a producer's error on errc, or the deadline, stops them (close(stop),
-// wg.Wait) and fails the test.
-func waitProducers(t *testing.T, what string, cond func() bool, errc <-chan error, stop chan struct{}, wg *sync.WaitGroup) {
+// sent is a PUT_OK answer of a producer and the body it sent.
+type sent struct {
+	body string
+	res  client.Result
+}
+
+// producers are goroutines sending through one client.Producer while a
+// test moves the group's master.
+type producers struct {
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	errc  chan error
+	mu    sync.Mutex
+	oks   []sent
+	maybe int
+}
+
+// startProducers starts n goroutines that each send "g<g>-<i>" to
+// TopicTest through p until finish: PUT_OK answers are recorded,
+// ErrMayBeStored answers (in flight when a master stopped, fenced itself
+// or was demoted) are counted, and any other error stops that goroutine
+// and fails the test at the next waitFor or finish. An answer with another
+// status goes to other, whose error does the same.
+func startProducers(p *client.Producer, n int, other func(body string, res client.Result) error) *producers {
+	ps := &producers{stop: make(chan struct{}), errc: make(chan error, n)}
+	for g := range n {
+		ps.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-ps.stop:
+					return
+				default:
+				}
+				body := fmt.Sprintf("g%d-%d", g, i)
+				res, err := p.Send(context.Background(), &client.Message{Topic: "TopicTest", Body: []byte(body)})
+				switch {
+				case err == nil && res.Status == client.PutOK:
+					ps.mu.Lock()
+					ps.oks = append(ps.oks, sent{body, res})
+					ps.mu.Unlock()
+				case errors.Is(err, client.ErrMayBeStored):
+					ps.mu.Lock()
+					ps.maybe++
+					ps.mu.Unlock()
+				case err != nil:
+					ps.errc <- fmt.Errorf("%s: %w", body, err)
+					return
+				default:
+					if err := other(body, res); err != nil {
+						ps.errc <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	return ps
+}
+
+// answers returns the PUT_OK answers so far.
+func (ps *producers) answers() []sent {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return slices.Clone(ps.oks)
+}
+
+// waitFor polls cond until it holds; a producer's error or 20 s without
+// cond stop the producers and fail t.
+func (ps *producers) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		select {
-		case err := <-errc:
-			close(stop)
-			wg.Wait()
+		case err := <-ps.errc:
+			close(ps.stop)
+			ps.wg.Wait()
 			t.Fatal(err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
+			close(ps.stop)
+			ps.wg.Wait()
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// finish stops the producers, fails t on a producer's error, and returns
+// the PUT_OK answers and the count of ErrMayBeStored answers.
+func (ps *producers) finish(t *testing.T) ([]sent, int) {
+	t.Helper()
+	close(ps.stop)
+	ps.wg.Wait()
+	select {
+	case err := <-ps.errc:
+		t.Fatal(err)
+	default:
+	}
+	return ps.oks, ps.maybe
 }

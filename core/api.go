@@ -64,8 +64,19 @@ type PutResult struct {
 	QueueOffset int64
 }
 
+// BatchPut is one message's answer of Master.PutBatch: the result and
+// the error Put would have returned for it alone.
+type BatchPut struct {
+	PutResult
+	Err error
+}
+
 // Errors returned by core. Store errors pass through wrapped.
 var (
+	// ErrBatchAborted: the message was not stored because the append of an
+	// earlier message of its batch failed (Master.PutBatch); it wraps that
+	// failure.
+	ErrBatchAborted        = errors.New("replicator: not stored: an earlier message of the batch failed")
 	ErrSlaveWriteProtected = errors.New("replicator: slave rejects producer writes")
 	ErrClosed              = errors.New("replicator: closed")
 	ErrInvalidConfig       = errors.New("replicator: invalid config")

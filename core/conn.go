@@ -408,44 +408,37 @@ func (m *Master) logOutOfRangeOnce(addr string) bool {
 }
 
 // Gathering: when more than one frame's worth of data is available (catch-up,
-// or many producers), the writer sends up to gatherFrames frames — each at
-// most TransferBatchSize bytes and within one segment, exactly as if sent
-// one by one — in a single vectored write, straight from the store's views.
-// The bytes on the wire are the same; only the number of system calls drops.
-const (
-	gatherFrames = 16
-	gatherBytes  = 512 << 10
-)
+// or many producers), the writer sends up to transport.MaxBatchFrames
+// frames — each at most TransferBatchSize bytes and within one segment,
+// exactly as if sent one by one — in a single vectored write
+// (transport.FrameBatch), straight from the store's views. The bytes on
+// the wire are the same; only the number of system calls drops.
+const gatherBytes = 512 << 10
 
-// gather holds the frames of one vectored write.
+// gather holds the store views behind one transport.FrameBatch: the views
+// stay pinned until the batch is written.
 type gather struct {
 	batch  int
-	as     bool                     // autoswitch: 36-byte transfer headers
+	as     bool                     // autoswitch: transfer headers
 	th     transport.TransferHeader // autoswitch: epoch fields of the frames collected
 	max    int64                    // autoswitch: the master's max offset when collected
-	hlen   int                      // header size
-	hdrs   [gatherFrames][transport.TransferHeaderSize]byte
-	views  [gatherFrames]store.View
-	vec    [2 * gatherFrames][]byte
+	fb     *transport.FrameBatch
+	views  [transport.MaxBatchFrames]store.View
 	frames int
 	bytes  int64
 }
 
 func newGather(batch int, autoswitch bool) *gather {
-	g := &gather{batch: batch, as: autoswitch, hlen: transport.HeaderSize}
-	if autoswitch {
-		g.hlen = transport.TransferHeaderSize
-	}
-	return g
+	return &gather{batch: batch, as: autoswitch, fb: transport.NewFrameBatch(autoswitch)}
 }
 
 // collect reads the frames available from next on, below end, up to the
 // gather limits, without waiting. Its error is that of the first read only
 // (a later read's error recurs on the next call, after the collected frames
 // went out).
-func (g *gather) collect(st store.Store, next, end int64) error {
+func (g *gather) collect(st store.Log, next, end int64) error {
 	g.frames, g.bytes = 0, 0
-	for g.frames < gatherFrames && g.bytes < gatherBytes {
+	for g.frames < transport.MaxBatchFrames && g.bytes < gatherBytes {
 		off := next + g.bytes
 		if off >= end {
 			return nil
@@ -464,11 +457,14 @@ func (g *gather) collect(st store.Store, next, end int64) error {
 		if len(v.Data) > g.batch {
 			v.Data = v.Data[:g.batch]
 		}
-		if g.as {
-			g.th.Offset, g.th.Size = off, int32(len(v.Data))
-			transport.PutTransferHeader(g.hdrs[g.frames][:], g.th)
-		} else {
-			transport.PutHeader(g.hdrs[g.frames][:], off, int32(len(v.Data)))
+		h := g.th
+		h.Offset = off
+		if err := g.fb.Add(h, v.Data); err != nil {
+			v.Release()
+			if g.frames == 0 {
+				return err
+			}
+			return nil
 		}
 		g.views[g.frames] = v
 		g.frames++
@@ -480,15 +476,9 @@ func (g *gather) collect(st store.Store, next, end int64) error {
 // write sends the collected frames in one vectored write and releases the
 // views.
 func (g *gather) write(w io.Writer) error {
-	for i := range g.frames {
-		g.vec[2*i] = g.hdrs[i][:g.hlen]
-		g.vec[2*i+1] = g.views[i].Data
-	}
-	bufs := net.Buffers(g.vec[:2*g.frames])
-	_, err := bufs.WriteTo(w)
+	_, err := g.fb.WriteTo(w)
 	for i := range g.frames {
 		g.views[i].Release()
-		g.vec[2*i+1] = nil
 	}
 	g.frames, g.bytes = 0, 0
 	return err
@@ -502,10 +492,8 @@ func (g *gather) write(w io.Writer) error {
 // confirm offset beyond a heartbeat's offset tells the slave that it is
 // out of range.
 func (g *gather) heartbeat(w io.Writer, next int64, m *Master, inRange bool) error {
-	h := g.hdrs[0][:g.hlen]
-	if !g.as {
-		transport.PutHeader(h, next, 0)
-	} else {
+	h := transport.TransferHeader{Offset: next}
+	if g.as {
 		e, ok := m.epochs.FindByOffset(next)
 		if !ok {
 			e, _ = m.epochs.Last()
@@ -514,10 +502,12 @@ func (g *gather) heartbeat(w io.Writer, next int64, m *Master, inRange bool) err
 		if inRange {
 			conf = min(conf, next)
 		}
-		transport.PutTransferHeader(h, transport.TransferHeader{Offset: next, Epoch: e.Epoch, EpochStartOffset: e.StartOffset,
-			ConfirmOffset: conf})
+		h.Epoch, h.EpochStartOffset, h.ConfirmOffset = e.Epoch, e.StartOffset, conf
 	}
-	_, err := w.Write(h)
+	if err := g.fb.Add(h, nil); err != nil {
+		return err
+	}
+	_, err := g.fb.WriteTo(w)
 	return err
 }
 
@@ -537,8 +527,7 @@ func startOffset(b store.Bounds, fromFirstSegment bool) int64 {
 	if b.SegmentSize <= 0 || b.Max < b.LastSegmentStart {
 		return b.LastSegmentStart
 	}
-	// Segments are SegmentSize long and one starts at LastSegmentStart;
-	// for RocketMQ's layout (file names are multiples of the segment size)
-	// this is exactly max - max % segmentSize.
-	return b.Max - (b.Max-b.LastSegmentStart)%b.SegmentSize
+	// For RocketMQ's layout (file names are multiples of the segment
+	// size) this is exactly max - max % segmentSize.
+	return b.SegmentStart(b.Max)
 }

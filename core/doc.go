@@ -2,7 +2,10 @@
 // per-slave reader and writer, ack tracking, group transfer for sync
 // replication) and the slave HA client (connect, report, receive, verify,
 // append, re-report). It knows the store and the transport only through the
-// sdk/store and transport interfaces, and speaks RocketMQ 4.x's classic HA
+// sdk/store and transport interfaces — the master a store.Store (its puts
+// append messages), the slave a store.Log (raw bytes at its max offset:
+// record boundaries come from store.ScanRecords over Read views, never
+// from the message view) — and speaks RocketMQ 4.x's classic HA
 // protocol byte for byte through package transport's framing (the wire
 // format and its byte diagrams live there):
 //
@@ -27,7 +30,8 @@
 //     one frame each, never across a segment end, and sends a heartbeat
 //     [next][0] after HeartbeatInterval (5 s) without sending. When several
 //     frames are available (catch-up, many producers) it sends up to 16 of
-//     them in one vectored write — the same bytes, fewer system calls. It
+//     them in one vectored write (transport.FrameBatch, which owns the
+//     frame headers) — the same bytes, fewer system calls. It
 //     sleeps on Store.Watch, so an append wakes it at once: no polling
 //     delay. A
 //     request offset outside the master's log gets heartbeats only, as in
@@ -51,6 +55,15 @@
 // recomputes the SyncAcks-th highest ack of the connected slaves and pops
 // exactly the waiters it covers — no 10 ms or 1 s polling.
 //
+// Master.PutBatch (the producer stream's put, through Replica.PutBatch and
+// controller/member's Member.PutBatch in the other modes) appends a batch
+// in one run and waits as one waiter for all its records: keyed by its
+// lowest uncovered next offset, it moves on as quorums cover its records
+// (each covered record is PUT_OK from then on, even if a later one times
+// out) and leaves the heap once the last is covered, after SlaveTimeout
+// (FLUSH_SLAVE_TIMEOUT for the rest), or when ctx ends or the master is
+// fenced or closed. One timer and one wake-up serve the whole batch.
+//
 // MaxLag (off by default: RocketMQ has no flow control) is back-pressure for
 // an ASYNC_MASTER: a put waits in the same heap, for the offset MaxLag below
 // its next offset, so it returns once the slaves are within MaxLag of it (or
@@ -58,7 +71,7 @@
 //
 // # Slave
 //
-// NewSlave + Start run the HA client: dial the master (ConnectTimeout),
+// NewSlave (over a store.Log) + Start run the HA client: dial the master (ConnectTimeout),
 // report the local max offset at once (RocketMQ 4.x waits 5 s), read frames
 // split anywhere in the stream, drop the connection when a frame's offset
 // differs from the local max offset (unless the log is empty; heartbeats
@@ -161,10 +174,11 @@
 //
 // # The slave's receive loop
 //
-// One loop serves both protocols and both body paths: receive a frame,
-// append its body, report. The frame source parses headers; the body goes
-// to the store through a body callback (AppendAt from the reader's buffer,
-// or AppenderFrom straight from the socket). The loop decides when to
+// One loop (receive.go) serves both protocols and both body paths, three
+// steps a frame, in this order: receive a frame, append its body, report.
+// The frame source parses headers; the body goes to the log through a
+// body callback (AppendAt from the reader's buffer, or AppenderFrom
+// straight from the socket). The loop decides when to
 // report: before each frame it arms the connection reader
 // (transport.ConnReader); when the reader would have to wait for the
 // master it answers transport.ErrWouldBlock instead — everything received
@@ -176,7 +190,8 @@
 // A classic slave whose log ends at a record boundary (a log handed to
 // NewSlave: recovered or written as a master) checks the first body of each
 // connection: the bytes at its max offset must start a record (size field,
-// magic code, fits in the segment, PHYSICALOFFSET when whole). If they do
+// magic code, fits in the segment, PHYSICALOFFSET when whole); whether the
+// log ends at a boundary is found with store.ScanRecords. If they do
 // not, the master's log is not its continuation: it drops the connection,
 // logs ERROR once, sets SlaveStatus.Unhealthy, counts
 // replicator_ha_diverged_log_total and appends nothing (so it never acks
@@ -187,7 +202,9 @@
 // # Time, logs and metrics
 //
 // core uses the standard clock and timers, so tests drive it with
-// testing/synctest over in-memory connections. Logs go to the hclog.Logger
+// testing/synctest over transport/memtransport connections (faults
+// injected on its links) and the SDK's in-memory store,
+// sdk/store/memstore. Logs go to the hclog.Logger
 // in the config (sub-loggers "master" and "slave"): connect, disconnect,
 // start offset, offset mismatch, timeouts, out-of-range requests. Metrics go
 // to the prometheus.Registerer in the config (nil: none): per-slave

@@ -149,47 +149,14 @@ func pattern(off int64, n int) []byte {
 	return b
 }
 
-// pipeTransport is memtransport's transport for one node that listens and
-// dials (a master and its slaves in one test share it), with a hook for
-// chaos tests: wrap, if set, wraps both ends of every new connection;
-// dialer is true for the dialing side.
-type pipeTransport struct {
-	*memtransport.Transport
-	wrap func(c net.Conn, dialer bool) net.Conn
-}
+// pipeTransport is memtransport's Transport, the name core's tests give
+// it: one node that listens and dials (a master and its slaves in one
+// test share it). Tests that inject faults use a memtransport.Network of
+// their own and its links.
+type pipeTransport = memtransport.Transport
 
 func newPipeTransport() *pipeTransport {
-	return &pipeTransport{Transport: memtransport.NewNetwork(memtransport.Config{}).Transport("node")}
-}
-
-func (t *pipeTransport) Listen(addr string) (net.Listener, error) {
-	ln, err := t.Transport.Listen(addr)
-	if err != nil || t.wrap == nil {
-		return ln, err
-	}
-	return wrapListener{Listener: ln, wrap: t.wrap}, nil
-}
-
-func (t *pipeTransport) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	c, err := t.Transport.Dial(ctx, addr)
-	if err != nil || t.wrap == nil {
-		return c, err
-	}
-	return t.wrap(c, true), nil
-}
-
-// wrapListener wraps the accepted side of each connection.
-type wrapListener struct {
-	net.Listener
-	wrap func(c net.Conn, dialer bool) net.Conn
-}
-
-func (l wrapListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return l.wrap(c, false), nil
+	return memtransport.NewNetwork(memtransport.Config{}).Transport("node")
 }
 
 // logBuf is a concurrency-safe log sink for assertions on log lines.

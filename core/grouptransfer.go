@@ -3,6 +3,7 @@ package core
 import (
 	"container/heap"
 	"slices"
+	"sort"
 )
 
 // Group transfer (RocketMQ's GroupTransferService), rebuilt without polling.
@@ -15,12 +16,22 @@ import (
 // waiter is released by the ack that covers it, never by a timer tick.
 // Timeouts are per waiter (each put's own timer); a timed-out waiter removes
 // itself from the heap in O(log n).
+//
+// A batch of puts (Master.PutBatch) is one waiter holding the next offsets
+// of its records in order: it sits in the heap under its first offset not
+// covered yet, moves on (heap.Fix) as quorums cover part of it, and is
+// released (one channel close) when the last is covered. Each record still
+// counts as covered by the first quorum that reached it, as if it had
+// waited alone, with one channel, one timer and one wake-up for the batch.
 
-// syncWaiter is one SYNC_MASTER put waiting for acks.
+// syncWaiter is one SYNC_MASTER put, or batch of puts, waiting for acks.
 type syncWaiter struct {
-	next  int64         // the record's next offset: an ack >= next covers it
-	index int           // position in the heap; -1 once popped or removed
-	done  chan struct{} // closed when an ack quorum covers next
+	next    int64         // offs[covered]: the first next offset not covered yet (the heap key)
+	offs    []int64       // the records' next offsets, ascending: an ack >= offs[i] covers record i
+	covered int           // records covered so far (a prefix of offs)
+	index   int           // position in the heap; -1 once popped or removed
+	done    chan struct{} // closed when an ack quorum covers every record
+	one     [1]int64      // offs of a single put
 }
 
 // waitQueue is a min-heap of waiters by next offset.
@@ -68,12 +79,43 @@ func (g *groupTransfer) add(next int64) *syncWaiter {
 		return nil
 	}
 	w := &syncWaiter{next: next, done: make(chan struct{})}
+	w.one[0] = next
+	w.offs = w.one[:]
 	heap.Push(&g.queue, w)
 	return w
 }
 
+// addBatch registers one waiter for the records ending at offs (ascending,
+// not empty; the waiter keeps the slice). It returns nil when the current
+// quorum already covers every record; otherwise the waiter's covered count
+// says how many the quorum covers already.
+func (g *groupTransfer) addBatch(offs []int64) *syncWaiter {
+	if g.quorum >= offs[len(offs)-1] {
+		return nil
+	}
+	w := &syncWaiter{offs: offs, done: make(chan struct{})}
+	w.advance(g.quorum)
+	heap.Push(&g.queue, w)
+	return w
+}
+
+// advance counts the records q covers; it reports whether all are.
+func (w *syncWaiter) advance(q int64) bool {
+	if w.covered < len(w.offs) && w.offs[w.covered] <= q {
+		// offs is ascending: find the first record q does not cover.
+		rest := w.offs[w.covered:]
+		w.covered += sort.Search(len(rest), func(i int) bool { return rest[i] > q })
+	}
+	if w.covered == len(w.offs) {
+		return true
+	}
+	w.next = w.offs[w.covered]
+	return false
+}
+
 // remove takes w out of the queue after a timeout or cancellation. It
-// reports false when w was released (covered) before it could be removed.
+// reports false when w was released (all covered) before it could be
+// removed; w.covered is final either way.
 func (g *groupTransfer) remove(w *syncWaiter) bool {
 	if w.index < 0 {
 		return false
@@ -88,13 +130,19 @@ func (g *groupTransfer) update(acks []int64) int {
 	return g.release(nthHighest(acks, g.acks, &g.buf))
 }
 
-// release sets the quorum ack to q and releases every waiter it covers. It
-// returns the number released.
+// release sets the quorum ack to q and releases every waiter it covers
+// entirely, counting the records it covers of the others. It returns the
+// number released.
 func (g *groupTransfer) release(q int64) int {
 	g.quorum = q
 	n := 0
 	for len(g.queue) > 0 && g.queue[0].next <= g.quorum {
-		w := heap.Pop(&g.queue).(*syncWaiter)
+		w := g.queue[0]
+		if !w.advance(q) {
+			heap.Fix(&g.queue, 0) // part of a batch is covered: wait for the rest
+			continue
+		}
+		heap.Pop(&g.queue)
 		close(w.done)
 		n++
 	}

@@ -136,59 +136,19 @@ func (ss *slaveSession) truncate(cp int64, b store.Bounds) error {
 
 // countRecords counts the records in [from, to); from must be a record
 // boundary (store.ErrNotBoundary otherwise).
-func countRecords(st store.Store, from, to int64) (int, error) {
-	n := 0
-	for off := from; off < to; {
-		recs, next, err := st.ReadMessages(off, 256)
-		if err != nil {
-			return n, err
-		}
-		if next <= off {
-			break // a partial record at the end
-		}
-		n += len(recs)
-		off = next
-	}
-	return n, nil
+func countRecords(st store.Log, from, to int64) (int, error) {
+	_, n, err := store.ScanRecords(st, from, to)
+	return n, err
 }
 
 // lastBoundaryBelow scans the segment holding cp from its start (a record
 // boundary) for the last record boundary <= cp.
-func lastBoundaryBelow(st store.Store, cp int64, b store.Bounds) (int64, error) {
-	start := max(b.Min, segmentStart(cp, b))
-	last := start
-	for off := start; off < cp; {
-		recs, next, err := st.ReadMessages(off, 64)
-		if err != nil {
-			return 0, err
-		}
-		if len(recs) == 0 || next <= off {
-			break
-		}
-		for _, r := range recs {
-			if r.PhysicalOffset+int64(r.TotalSize) <= cp {
-				last = r.PhysicalOffset + int64(r.TotalSize)
-			}
-		}
-		off = next
-	}
-	return last, nil
+func lastBoundaryBelow(st store.Log, cp int64, b store.Bounds) (int64, error) {
+	last, _, err := store.ScanRecords(st, max(b.Min, b.SegmentStart(cp)), cp)
+	return last, err
 }
 
 // isReset reports a connection reset or closed by the peer.
 func isReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrClosedPipe)
-}
-
-// segmentStart is the start of the segment holding off (segments are
-// SegmentSize long and one starts at LastSegmentStart).
-func segmentStart(off int64, b store.Bounds) int64 {
-	seg := b.SegmentSize
-	if seg <= 0 {
-		return b.Min
-	}
-	if off >= b.LastSegmentStart {
-		return b.LastSegmentStart + (off-b.LastSegmentStart)/seg*seg
-	}
-	return b.LastSegmentStart - (b.LastSegmentStart-off+seg-1)/seg*seg
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,22 +44,25 @@ type Master struct {
 	epochStart int64
 	confStored atomic.Int64 // the computed confirm offset (RocketMQ's confirmOffset field)
 	confSingle atomic.Bool  // the SyncStateSet is the master alone: confirm offset = max offset (#7656)
-	// puts is the number of Put calls running: the slave writers coalesce
-	// the appends of concurrent puts into one frame (writeLoop).
+	// puts is the number of messages of the Put and PutBatch calls running:
+	// the slave writers coalesce the appends of concurrent puts into one
+	// frame (writeLoop).
 	puts atomic.Int32
 
 	// mu guards everything below, the per-connection fields documented as
 	// "guarded by Master.mu", and gt.
-	mu      sync.Mutex
-	ln      net.Listener
-	addr    string
-	started bool
-	closed  bool
-	conns   map[*slaveConn]struct{}
-	gt      *groupTransfer
-	acks    []int64       // scratch for gt.update
-	changed chan struct{} // closed and replaced whenever a slave connects, reports or leaves
-	fence   error         // the fence reason, set once
+	mu       sync.Mutex
+	ln       net.Listener
+	addr     string
+	started  bool
+	closed   bool
+	conns    map[*slaveConn]struct{}
+	gt       *groupTransfer
+	acks     []int64       // scratch for gt.update
+	avail    []int64       // scratch for availableBelowLocked
+	availBuf []int64       // scratch for availableBelowLocked's nthHighest
+	changed  chan struct{} // closed and replaced whenever a slave connects, reports or leaves
+	fence    error         // the fence reason, set once
 
 	// Autoswitch.
 	byID    map[int64]*slaveConn // handshaken connections by broker id
@@ -323,72 +328,71 @@ func (m *Master) WaitSlaves(ctx context.Context, n int) error {
 // handleDiskFlushAndHA does: a replica status other than PUT_OK wins, then a
 // flush timeout. If ctx ends while the put waits for slaves, Put returns the
 // result with FLUSH_SLAVE_TIMEOUT and ctx's error: the message is stored but
-// its replication is unknown.
+// its replication is unknown. Put is PutBatch of one message.
 func (m *Master) Put(ctx context.Context, msg *record.Message) (PutResult, error) {
-	m.puts.Add(1)
-	defer m.puts.Add(-1)
-	if err := m.fenced(); err != nil {
-		return PutResult{}, err
-	}
-	select {
-	case <-m.closing:
-		return PutResult{}, ErrClosed
-	default:
-	}
-	res, err := m.st.Append(ctx, msg)
-	status := PutOK
-	switch {
-	case errors.Is(err, store.ErrFlushDiskTimeout):
-		status = FlushDiskTimeout
-	case err != nil:
-		return PutResult{}, fmt.Errorf("replicator: master append: %w", err)
-	}
-	pr := PutResult{Offset: res.Offset, NextOffset: res.NextOffset, QueueOffset: res.QueueOffset}
-	var werr error
-	switch {
-	case m.fenced() != nil:
-		// Fenced while appending: stored here, but a demote may cut it.
-		status, werr = FlushSlaveTimeout, m.fenced()
-	case m.cfg.Role == SyncMaster:
-		var rs PutStatus
-		rs, werr = m.waitSlaves(ctx, res.NextOffset)
-		if rs != PutOK {
-			status = rs
-		}
-	case m.cfg.MaxLag > 0:
-		werr = m.waitLag(ctx, res.NextOffset)
-	}
-	pr.Status = status
-	if m.met != nil {
-		m.met.puts.WithLabelValues(status.String()).Inc()
-	}
-	return pr, werr
+	msgs := [1]*record.Message{msg}
+	var out [1]BatchPut
+	m.putBatch(ctx, msgs[:], out[:])
+	return out[0].PutResult, out[0].Err
 }
 
-// waitSlaves is the SYNC_MASTER replica wait for a record ending at next.
-func (m *Master) waitSlaves(ctx context.Context, next int64) (PutStatus, error) {
+// waitSlaves is the SYNC_MASTER replica wait for the stored records of
+// out (ascending next offsets): one waiter for them all. It sets the
+// status (when not PUT_OK) and error of each as Put's wait would have for
+// that record alone: SLAVE_NOT_AVAILABLE past the offsets the slaves are
+// within SlaveFallBehindMax of; PUT_OK for a record some quorum covered
+// while the batch waited, even when a later record timed out; otherwise
+// FLUSH_SLAVE_TIMEOUT, with ctx's or the fence's error when that ended the
+// wait.
+func (m *Master) waitSlaves(ctx context.Context, out []BatchPut) {
 	start := time.Now()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return FlushSlaveTimeout, nil
+		setStatus(out, FlushSlaveTimeout, nil)
+		return
 	}
-	if !m.slavesAvailableLocked(next) {
+	limit := m.availableBelowLocked()
+	k := sort.Search(len(out), func(i int) bool { return out[i].NextOffset >= limit })
+	if k < len(out) {
+		setStatus(out[k:], SlaveNotAvailable, nil)
+		m.log.Debug("slave not available for sync put", "next_offset", out[k].NextOffset, "puts", len(out)-k)
+	}
+	if k == 0 {
 		m.mu.Unlock()
-		m.log.Debug("slave not available for sync put", "next_offset", next)
-		return SlaveNotAvailable, nil
+		return
 	}
-	w := m.gt.add(next)
+	var w *syncWaiter
+	if k == 1 {
+		w = m.gt.add(out[0].NextOffset)
+	} else {
+		offs := make([]int64, k)
+		for i := range offs {
+			offs[i] = out[i].NextOffset
+		}
+		w = m.gt.addBatch(offs)
+	}
 	m.mu.Unlock()
-	covered, err := m.await(ctx, w)
+	covered, err := m.await(ctx, w, k)
 	m.observeWait(start)
-	if covered {
-		return PutOK, nil
+	if covered == k {
+		return
 	}
 	if err == nil && m.fenced() == nil {
-		m.log.Warn("sync put timed out waiting for slave acks", "next_offset", next, "timeout", m.cfg.SlaveTimeout)
+		m.log.Warn("sync put timed out waiting for slave acks", "next_offset", out[covered].NextOffset, "timeout", m.cfg.SlaveTimeout)
 	}
-	return FlushSlaveTimeout, err
+	setStatus(out[covered:k], FlushSlaveTimeout, err)
+}
+
+// setStatus gives each of out the replica status st (unless PUT_OK, which
+// leaves the store's status) and the error err.
+func setStatus(out []BatchPut, st PutStatus, err error) {
+	for i := range out {
+		if st != PutOK {
+			out[i].Status = st
+		}
+		out[i].Err = err
+	}
 }
 
 // waitLag is the AsyncMaster back-pressure (MaxLag): it waits until the
@@ -397,7 +401,7 @@ func (m *Master) waitSlaves(ctx context.Context, next int64) (PutStatus, error) 
 // put is stored and answered PUT_OK whatever happens here.
 func (m *Master) waitLag(ctx context.Context, next int64) error {
 	m.mu.Lock()
-	if m.closed || !m.slavesAvailableLocked(next) {
+	if m.closed || next >= m.availableBelowLocked() {
 		m.mu.Unlock()
 		return nil
 	}
@@ -407,29 +411,30 @@ func (m *Master) waitLag(ctx context.Context, next int64) error {
 		return nil
 	}
 	start := time.Now()
-	covered, err := m.await(ctx, w)
+	covered, err := m.await(ctx, w, 1)
 	if m.met != nil {
 		m.met.lagWait.Observe(time.Since(start).Seconds())
 	}
-	if !covered && err == nil {
+	if covered == 0 && err == nil {
 		m.log.Debug("async put stopped waiting for the slave to come within max lag", "next_offset", next, "max_lag", m.cfg.MaxLag, "timeout", m.cfg.SlaveTimeout)
 	}
 	return err
 }
 
-// await waits until the quorum covers w (nil: already covered), at most
-// SlaveTimeout, or until ctx ends or the master closes; then it takes w
-// out of the queue. covered reports whether an ack covered w, even one
-// that came while it was giving up; err is ctx's error if ctx ended it.
-func (m *Master) await(ctx context.Context, w *syncWaiter) (covered bool, err error) {
+// await waits until the quorum covers the n records of w (nil: all covered
+// already), at most SlaveTimeout, or until ctx ends or the master closes;
+// then it takes w out of the queue. covered is the number of records (a
+// prefix) some quorum covered, counting acks that came while it was giving
+// up; err is ctx's or the fence's error if that ended the wait.
+func (m *Master) await(ctx context.Context, w *syncWaiter, n int) (covered int, err error) {
 	if w == nil {
-		return true, nil
+		return n, nil
 	}
 	t := time.NewTimer(m.cfg.SlaveTimeout)
 	defer t.Stop()
 	select {
 	case <-w.done:
-		return true, nil
+		return n, nil
 	case <-t.C:
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -439,11 +444,12 @@ func (m *Master) await(ctx context.Context, w *syncWaiter) (covered bool, err er
 	}
 	m.mu.Lock()
 	removed := m.gt.remove(w)
+	covered = w.covered
 	m.mu.Unlock()
 	if !removed {
-		return true, nil // covered while we were giving up
+		return n, nil // covered while we were giving up
 	}
-	return false, err
+	return covered, err
 }
 
 func (m *Master) observeWait(start time.Time) {
@@ -452,14 +458,18 @@ func (m *Master) observeWait(start time.Time) {
 	}
 }
 
-// slavesAvailableLocked is RocketMQ's isSlaveOK generalised to SyncAcks:
-// at least SyncAcks connected slaves are less than SlaveFallBehindMax behind
-// next. A slave that has not reported yet counts as acked at 0.
-func (m *Master) slavesAvailableLocked(next int64) bool {
+// availableBelowLocked is RocketMQ's isSlaveOK generalised to SyncAcks
+// and to a batch: a record ending at next has its slaves available when
+// next is below the result, that is when at least SyncAcks connected
+// slaves are less than SlaveFallBehindMax behind next. A slave that has
+// not reported yet counts as acked at 0. With fewer than SyncAcks slaves
+// no offset is available (math.MinInt64); in autoswitch with SyncAcks 0
+// every one is (math.MaxInt64).
+func (m *Master) availableBelowLocked() int64 {
 	if m.cfg.Protocol == ProtocolAutoSwitch && m.cfg.SyncAcks == 0 {
-		return true // RocketMQ 5 has no SLAVE_NOT_AVAILABLE: the set decides
+		return math.MaxInt64 // RocketMQ 5 has no SLAVE_NOT_AVAILABLE: the set decides
 	}
-	k := 0
+	m.avail = m.avail[:0]
 	for c := range m.conns {
 		if !c.ackCounts() {
 			continue
@@ -468,14 +478,16 @@ func (m *Master) slavesAvailableLocked(next int64) bool {
 		if c.counted {
 			ack = c.ack
 		}
-		if next-ack < m.cfg.SlaveFallBehindMax {
-			k++
-			if k >= m.cfg.SyncAcks {
-				return true
-			}
-		}
+		m.avail = append(m.avail, ack)
 	}
-	return false
+	q := nthHighest(m.avail, m.cfg.SyncAcks, &m.availBuf)
+	switch {
+	case q < 0:
+		return math.MinInt64
+	case q > math.MaxInt64-m.cfg.SlaveFallBehindMax:
+		return math.MaxInt64
+	}
+	return q + m.cfg.SlaveFallBehindMax
 }
 
 // Status reports the master and its slaves.

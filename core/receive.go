@@ -34,7 +34,7 @@ type rxFrame struct {
 type receiver interface {
 	next() (rxFrame, error)
 	// appendBody appends the current frame's body (the body callback).
-	appendBody(st store.Store, f *rxFrame) (int64, error)
+	appendBody(st store.Log, f *rxFrame) (int64, error)
 	// readBody returns the current frame's body in memory, for the
 	// checks that look at bytes before appending them.
 	readBody(f *rxFrame) ([]byte, error)
@@ -65,7 +65,7 @@ func (x *classicBufRx) next() (rxFrame, error) {
 	f, err := x.r.Next()
 	return rxFrame{state: transport.StateTransfer, th: transport.TransferHeader{Offset: f.Offset, Size: int32(len(f.Body))}, body: f.Body}, err
 }
-func (x *classicBufRx) appendBody(st store.Store, f *rxFrame) (int64, error) {
+func (x *classicBufRx) appendBody(st store.Log, f *rxFrame) (int64, error) {
 	return st.AppendAt(f.th.Offset, f.body)
 }
 func (x *classicBufRx) readBody(f *rxFrame) ([]byte, error) { return f.body, nil }
@@ -76,10 +76,30 @@ func (x *asBufRx) next() (rxFrame, error) {
 	f, err := x.r.Next()
 	return rxFrame{state: f.State, hs: f.Handshake, th: f.Transfer, body: f.Body}, err
 }
-func (x *asBufRx) appendBody(st store.Store, f *rxFrame) (int64, error) {
+func (x *asBufRx) appendBody(st store.Log, f *rxFrame) (int64, error) {
 	return st.AppendAt(f.th.Offset, f.body)
 }
 func (x *asBufRx) readBody(f *rxFrame) ([]byte, error) { return f.body, nil }
+
+// reportEvery bounds the bytes applied between two reports while the
+// socket never runs dry (a catch-up at full speed), so that the master's
+// view of the slave keeps moving.
+const reportEvery = 1 << 20
+
+// bodyReader remembers the read error that made AppendAtFrom fail, to tell
+// a broken connection from a failed store.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
 
 // bodyErr is the body read error that made an append fail: the
 // connection broke, not the store.
@@ -113,7 +133,7 @@ func (x *classicDirectRx) next() (rxFrame, error) {
 	h, err := x.r.Next()
 	return rxFrame{state: transport.StateTransfer, th: transport.TransferHeader{Offset: h.Offset, Size: int32(h.Size)}}, err
 }
-func (x *classicDirectRx) appendBody(_ store.Store, f *rxFrame) (int64, error) {
+func (x *classicDirectRx) appendBody(_ store.Log, f *rxFrame) (int64, error) {
 	return directAppend(x.app, x.r, f)
 }
 func (x *classicDirectRx) readBody(f *rxFrame) ([]byte, error) {
@@ -129,7 +149,7 @@ func (x *asDirectRx) next() (rxFrame, error) {
 	f, err := x.r.Next()
 	return rxFrame{state: f.State, hs: f.Handshake, th: f.Transfer}, err
 }
-func (x *asDirectRx) appendBody(_ store.Store, f *rxFrame) (int64, error) {
+func (x *asDirectRx) appendBody(_ store.Log, f *rxFrame) (int64, error) {
 	return directAppend(x.app, x.r, f)
 }
 func (x *asDirectRx) readBody(f *rxFrame) ([]byte, error) {
@@ -156,13 +176,14 @@ func (ss *slaveSession) nextFrame(rx receiver) (rxFrame, error) {
 	return f, nil
 }
 
-// receive is the receive loop: receive, append, report.
+// receive is the receive loop, three steps a frame: receive it, append
+// its body, report.
 func (ss *slaveSession) receive(rx receiver) error {
-	s := ss.s
 	var since int64 // bytes applied since the last report
 	first := true   // the first frame of the session with a body
+	as := ss.s.cfg.Protocol == ProtocolAutoSwitch
 	for {
-		// Receive.
+		// Receive (reporting first when nothing is buffered: nextFrame).
 		f, err := ss.nextFrame(rx)
 		if err != nil {
 			return err
@@ -170,67 +191,84 @@ func (ss *slaveSession) receive(rx receiver) error {
 		if err := ss.checkFrame(&f); err != nil {
 			return err
 		}
+		// Append (a heartbeat has no body).
 		if f.th.Size == 0 {
-			if s.met != nil {
-				s.met.heartbeats.Inc()
-			}
-			ss.setConfirm(f.th.ConfirmOffset)
-			ss.heartbeatOnly(f.th.ConfirmOffset)
-			if s.cfg.Protocol == ProtocolAutoSwitch {
-				// An autoswitch master keeps a member in its in-sync
-				// set on acks only: answer every heartbeat (the
-				// master paces them by MaxTimeSlaveNotCatchup).
-				if err := ss.report(true); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		// Append.
-		var newMax int64
-		if first && ss.checkRecords() {
-			var body []byte
-			if body, err = rx.readBody(&f); err != nil {
-				return ss.readFailed(err)
-			}
-			if err := ss.checkFirstRecord(f.th.Offset, body); err != nil {
+			ss.heartbeat(&f)
+		} else {
+			if err := ss.appendFrame(rx, &f, first); err != nil {
 				return err
 			}
-			newMax, err = s.st.AppendAt(f.th.Offset, body)
-		} else {
-			newMax, err = rx.appendBody(s.st, &f)
+			first = false
+			since += int64(f.th.Size)
+		}
+		// Report.
+		switch {
+		case f.th.Size == 0 && as:
+			// An autoswitch master keeps a member in its in-sync set on
+			// acks only: answer every heartbeat (the master paces them by
+			// MaxTimeSlaveNotCatchup).
+			err = ss.report(true)
+		case since >= reportEvery:
+			since = 0
+			err = ss.report(false)
 		}
 		if err != nil {
-			var be bodyErr
-			if errors.As(err, &be) {
-				return ss.readFailed(be.error)
-			}
-			return s.appendFailed(f.th.Offset, int(f.th.Size), err)
-		}
-		first = false
-		ss.appended = true
-		if ss.hbOnly {
-			ss.hbOnly = false
-			s.clearUnhealthy()
-			if s.met != nil {
-				s.met.hbOnly.Set(0)
-			}
-		}
-		ss.max.Store(newMax)
-		s.clearSegmentError()
-		ss.setConfirm(f.th.ConfirmOffset)
-		if s.met != nil {
-			s.met.recvBytes.Add(float64(f.th.Size))
-			s.met.recvFrames.Inc()
-		}
-		// Report (also when the next read finds nothing buffered).
-		if since += int64(f.th.Size); since >= reportEvery {
-			since = 0
-			if err := ss.report(false); err != nil {
-				return err
-			}
+			return err
 		}
 	}
+}
+
+// heartbeat takes in a frame without a body.
+func (ss *slaveSession) heartbeat(f *rxFrame) {
+	if ss.s.met != nil {
+		ss.s.met.heartbeats.Inc()
+	}
+	ss.setConfirm(f.th.ConfirmOffset)
+	ss.heartbeatOnly(f.th.ConfirmOffset)
+}
+
+// appendFrame appends the body of f, a checked frame with a body, through
+// the receiver's body callback: after checkFirstRecord, from memory, when
+// it is the session's first and must be checked as a record.
+func (ss *slaveSession) appendFrame(rx receiver, f *rxFrame, first bool) error {
+	s := ss.s
+	var newMax int64
+	var err error
+	if first && ss.checkRecords() {
+		var body []byte
+		if body, err = rx.readBody(f); err != nil {
+			return ss.readFailed(err)
+		}
+		if err := ss.checkFirstRecord(f.th.Offset, body); err != nil {
+			return err
+		}
+		newMax, err = s.st.AppendAt(f.th.Offset, body)
+	} else {
+		newMax, err = rx.appendBody(s.st, f)
+	}
+	if err != nil {
+		var be bodyErr
+		if errors.As(err, &be) {
+			return ss.readFailed(be.error)
+		}
+		return s.appendFailed(f.th.Offset, int(f.th.Size), err)
+	}
+	ss.appended = true
+	if ss.hbOnly {
+		ss.hbOnly = false
+		s.clearUnhealthy()
+		if s.met != nil {
+			s.met.hbOnly.Set(0)
+		}
+	}
+	ss.max.Store(newMax)
+	s.clearSegmentError()
+	ss.setConfirm(f.th.ConfirmOffset)
+	if s.met != nil {
+		s.met.recvBytes.Add(float64(f.th.Size))
+		s.met.recvFrames.Inc()
+	}
+	return nil
 }
 
 // heartbeatOnly: in autoswitch a heartbeat whose confirm offset is beyond
@@ -323,7 +361,7 @@ func (ss *slaveSession) checkRecords() bool {
 		return false
 	}
 	b := s.st.Bounds()
-	_, _, err := s.st.ReadMessages(b.Min, 1)
+	_, _, err := store.ScanRecords(s.st, b.Min, b.Min)
 	return err == nil
 }
 
@@ -363,15 +401,8 @@ func (s *SlaveNode) endsAtBoundary(maxOff int64, b store.Bounds) bool {
 		return v
 	}
 	s.mu.Unlock()
-	ok := true
-	for off := max(b.Min, segmentStart(maxOff, b)); off < maxOff; {
-		_, next, err := s.st.ReadMessages(off, 1024)
-		if err != nil || next <= off {
-			ok = false
-			break
-		}
-		off = next
-	}
+	end, _, err := store.ScanRecords(s.st, max(b.Min, b.SegmentStart(maxOff)), maxOff)
+	ok := err == nil && end == maxOff
 	s.mu.Lock()
 	s.bndAt, s.bndKnown, s.bndOK = maxOff, true, ok
 	s.mu.Unlock()

@@ -190,16 +190,9 @@ func (r *Replica) BecomeMaster(ep int32) (int32, error) {
 func (r *Replica) cutPartialRecord() error {
 	st := r.cfg.Store
 	b := st.Bounds()
-	off := max(b.Min, b.LastSegmentStart)
-	for off < b.Max {
-		recs, next, err := st.ReadMessages(off, 256)
-		if err != nil {
-			return fmt.Errorf("scanning the log's last segment for a partial record at %d: %w", off, err)
-		}
-		if len(recs) == 0 || next <= off {
-			break
-		}
-		off = next
+	off, _, err := store.ScanRecords(st, max(b.Min, b.LastSegmentStart), b.Max)
+	if err != nil {
+		return fmt.Errorf("scanning the log's last segment for a partial record at %d: %w", off, err)
 	}
 	if off >= b.Max {
 		return nil
@@ -267,20 +260,45 @@ func (r *Replica) BecomeSlave(masterAddr string) error {
 }
 
 // Put stores msg on a master (Master.Put); otherwise it fails with
-// ErrNotMaster (a slave's error also matches ErrSlaveWriteProtected).
+// ErrNotMaster (a slave's error also matches ErrSlaveWriteProtected), or
+// ErrClosed once closed.
 func (r *Replica) Put(ctx context.Context, msg *record.Message) (PutResult, error) {
+	msgs := [1]*record.Message{msg}
+	var out [1]BatchPut
+	r.putBatch(ctx, msgs[:], out[:])
+	return out[0].PutResult, out[0].Err
+}
+
+// PutBatch stores msgs on a master (Master.PutBatch: one append run and
+// one replica wait for the batch; out[i] is what Put would have returned
+// for msgs[i] alone). Otherwise every message fails as Put does: ErrClosed
+// once closed, ErrNotMaster (wrapping ErrSlaveWriteProtected on a slave).
+func (r *Replica) PutBatch(ctx context.Context, msgs []*record.Message) []BatchPut {
+	out := make([]BatchPut, len(msgs))
+	r.putBatch(ctx, msgs, out)
+	return out
+}
+
+// putBatch is PutBatch into out (len(msgs)), the code of Put too.
+func (r *Replica) putBatch(ctx context.Context, msgs []*record.Message, out []BatchPut) {
 	r.mu.Lock()
 	m, slave, closed := r.master, r.slave != nil, r.closed
 	r.mu.Unlock()
+	var err error
 	switch {
 	case closed:
-		return PutResult{}, ErrClosed
+		err = ErrClosed
 	case m != nil:
-		return m.Put(ctx, msg)
+		m.putBatch(ctx, msgs, out)
+		return
 	case slave:
-		return PutResult{}, fmt.Errorf("%w: %w", ErrNotMaster, ErrSlaveWriteProtected)
+		err = fmt.Errorf("%w: %w", ErrNotMaster, ErrSlaveWriteProtected)
+	default:
+		err = ErrNotMaster
 	}
-	return PutResult{}, ErrNotMaster
+	for i := range out {
+		out[i].Err = err
+	}
 }
 
 // Fence fences the master (see Master.Fence); no-op on a slave.

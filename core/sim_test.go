@@ -3,59 +3,20 @@ package core
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/replicatorhq/replicator/transport/memtransport"
 )
 
-// chaosConn splits every write into random pieces with random delays and
-// resets the connection after a random number of bytes.
-type chaosConn struct {
-	net.Conn
-	mu      sync.Mutex
-	rng     *rand.Rand
-	budget  int // bytes until a reset; < 0: never
-	enabled *atomic.Bool
-	resets  *atomic.Int64
-}
-
-var errChaosReset = errors.New("chaos: connection reset")
-
-func (c *chaosConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for n < len(p) {
-		k := 1 + c.rng.IntN(len(p)-n)
-		on := c.enabled.Load()
-		if on && c.budget >= 0 {
-			if c.budget < k {
-				c.resets.Add(1)
-				c.Conn.Close()
-				return n, errChaosReset
-			}
-			c.budget -= k
-		}
-		if on && c.rng.IntN(4) == 0 {
-			time.Sleep(time.Duration(c.rng.IntN(3000)) * time.Microsecond)
-		}
-		w, err := c.Conn.Write(p[n : n+k])
-		n += w
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// TestCoreSimFaults runs a SYNC_MASTER and a slave over connections that
-// split, delay and reset, under random appends, for several seeds. It
+// TestCoreSimFaults runs a SYNC_MASTER and a slave over memtransport
+// connections that split writes into random pieces, delay them and reset
+// at random writes, under random appends, for several seeds. It
 // checks that PUT_OK implies the slave holds the record, that the slave log
 // is always a prefix of the master's, and that it catches up once the
 // faults stop.
@@ -69,22 +30,16 @@ func TestCoreSimFaults(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(seed, 99))
-				var rngMu sync.Mutex
-				var enabled atomic.Bool
-				enabled.Store(true)
 				const seg = 8 << 10
 				mst, sst := newMemStore(seg), newMemStore(seg)
-				tr := newPipeTransport()
-				tr.wrap = func(c net.Conn, dialer bool) net.Conn {
-					rngMu.Lock()
-					defer rngMu.Unlock()
-					budget := -1
-					if rng.IntN(2) == 0 {
-						budget = rng.IntN(20 << 10)
+				nw := memtransport.NewNetwork(memtransport.Config{Seed: seed, Observe: func(ev memtransport.Event) {
+					if ev.Kind == memtransport.EventReset {
+						resets.Add(1)
 					}
-					return &chaosConn{Conn: c, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), budget: budget, enabled: &enabled, resets: &resets}
-				}
+				}})
+				tr := nw.Transport("node")
+				link := nw.Link("node", testMasterAddr)
+				link.SetFaults(memtransport.Faults{SplitWrites: 2048, Jitter: 3 * time.Millisecond, ResetProbability: 0.01})
 				m := startMaster(t, mst, tr, MasterConfig{Role: SyncMaster, SlaveTimeout: 2 * time.Second, StartFromFirstSegment: true})
 				defer m.Close()
 				s := startSlave(t, sst, tr, SlaveConfig{ReconnectDelay: time.Second})
@@ -109,7 +64,7 @@ func TestCoreSimFaults(t *testing.T) {
 					})
 				}
 				wg.Wait()
-				enabled.Store(false)
+				link.SetFaults(memtransport.Faults{})
 				want := mst.Bounds().Max
 				for i := 0; sst.Bounds().Max < want; i++ {
 					if i > 600 {

@@ -27,7 +27,7 @@ import (
 //
 // It is safe for concurrent use.
 type SlaveNode struct {
-	st  store.Store
+	st  store.Log
 	tr  transport.Transport
 	cfg SlaveConfig
 	log hclog.Logger
@@ -68,7 +68,7 @@ type SlaveNode struct {
 }
 
 // NewSlave returns a slave HA client over st. Start begins replicating.
-func NewSlave(st store.Store, tr transport.Transport, cfg SlaveConfig) (*SlaveNode, error) {
+func NewSlave(st store.Log, tr transport.Transport, cfg SlaveConfig) (*SlaveNode, error) {
 	if st == nil || tr == nil {
 		return nil, fmt.Errorf("%w: nil store or transport", ErrInvalidConfig)
 	}
@@ -294,7 +294,7 @@ func (s *SlaveNode) session() error {
 	ss := &slaveSession{s: s, conn: conn, done: make(chan struct{}), start: time.Now(),
 		cr: transport.NewConnReader(conn, s.cfg.HousekeepingInterval)}
 	if s.cfg.Protocol == ProtocolAutoSwitch {
-		ss.aw = conn
+		ss.rw = transport.NewAckWriter(conn)
 	} else {
 		ss.rw = transport.NewReportWriter(conn)
 	}
@@ -369,10 +369,8 @@ type slaveSession struct {
 	// never waits for it: it sets pending (and force) and returns, and the
 	// holder writes the latest max offset before it lets go. So neither the
 	// frame reader nor the reporter ever blocks behind the other's write.
-	wmu      sync.Mutex // guards rw, aw, abuf and lastSent
-	rw       *transport.ReportWriter
-	aw       io.Writer // autoswitch: acks [2][offset]
-	abuf     []byte
+	wmu      sync.Mutex              // guards rw and lastSent
+	rw       *transport.ReportWriter // reports, or acks [2][offset] (autoswitch)
 	lastSent int64
 	pending  atomic.Bool
 	force    atomic.Bool
@@ -406,13 +404,7 @@ func (ss *slaveSession) report(force bool) error {
 		v := ss.max.Load()
 		var err error
 		if f || v != ss.lastSent {
-			if ss.aw != nil {
-				ss.abuf = transport.AppendAck(ss.abuf[:0], v)
-				_, err = ss.aw.Write(ss.abuf)
-			} else {
-				err = ss.rw.WriteReport(v)
-			}
-			if err == nil {
+			if err = ss.rw.WriteReport(v); err == nil {
 				ss.lastSent = v
 				ss.lastTime.Store(int64(time.Since(ss.start)))
 				ss.s.ackSent.Store(v)

@@ -362,7 +362,7 @@ func TestCoreSlaveConnectFailureRetries(t *testing.T) {
 func TestCoreSlaveConnectTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore(1 << 20)
-		tr := &pipeTransport{Transport: memtransport.NewNetwork(memtransport.Config{Backlog: 1}).Transport("node")}
+		tr := memtransport.NewNetwork(memtransport.Config{Backlog: 1}).Transport("node")
 		ln := fakeMaster(t, tr) // listening, never accepting, backlog full: Dial hangs
 		defer ln.Close()
 		defer dial(t, tr).Close()

@@ -769,7 +769,8 @@ func (p *cproducer) put(op *history.Op, topic string, body []byte) {
 		case code == http.StatusForbidden && a.MasterAPI != "" && hop < 3:
 			p.redirects.Add(1)
 			api = a.MasterAPI
-			p.target.Store(&api)
+			master := api // a variable of its own: other workers read it
+			p.target.Store(&master)
 			continue
 		case code == http.StatusForbidden:
 			op.Outcome, op.Detail = history.Failed, "403 without a master to follow"

@@ -191,8 +191,14 @@
 // RocketMQ's slave; at least HeaderSize+maxBody) but, while frames are
 // small, cycles through only its first 256 KiB, which stays cache-warm; the
 // rest is touched only by frames above 128 KiB. A returned Frame.Body
-// aliases the buffer until the next call. FrameWriter sends header and body with one
-// vectored write (writev on TCP) and does not copy the body. Readers and
-// writers allocate nothing per frame or report. None of them is safe for
+// aliases the buffer until the next call. The writers: FrameWriter sends
+// header and body with one vectored write (writev on TCP) and does not
+// copy the body; FrameBatch, the master's, holds up to MaxBatchFrames
+// frames of either protocol (classic or TRANSFER headers, built in the
+// batch's own memory next to the callers' bodies) and sends all their
+// headers and bodies in one vectored write; NewReportWriter's 8-byte
+// reports and NewAckWriter's 12-byte autoswitch acks ([TRANSFER][offset])
+// are one Write each. Readers and writers allocate nothing per frame or
+// report. None of them is safe for
 // concurrent use: one goroutine reads, one writes.
 package transport

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"net"
 	"strconv"
 )
 
@@ -239,13 +237,11 @@ func (fr *FrameReader) readError(err error, avail, need int) error {
 
 // FrameWriter writes master->slave frames. Each frame goes out in a single
 // vectored write (net.Buffers: writev on a TCP connection), header and body
-// together, without copying the body and without allocating. It is not safe
-// for concurrent use.
+// together, without copying the body and without allocating: a FrameBatch
+// of one classic frame. It is not safe for concurrent use.
 type FrameWriter struct {
-	w    io.Writer
-	hdr  [HeaderSize]byte
-	vec  [2][]byte
-	bufs net.Buffers
+	w io.Writer
+	b FrameBatch // the zero value: classic frames
 }
 
 // NewFrameWriter returns a FrameWriter on w.
@@ -253,28 +249,16 @@ func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
 
 // WriteFrame writes one frame. An empty body is a heartbeat, whose offset is
 // the master's next transfer offset. A negative offset returns
-// ErrNegativeOffset and a body above MaxBodyLimit returns ErrFrameTooLarge,
-// before anything is written. A write error is wrapped with the offset; after
-// one the stream is in an unknown state and the connection must be closed.
+// ErrNegativeOffset and a body above MaxBodyLimit returns ErrFrameTooLarge
+// (wrapped), before anything is written. A write error is wrapped with the
+// offset; after one the stream is in an unknown state and the connection
+// must be closed.
 func (fw *FrameWriter) WriteFrame(offset int64, body []byte) error {
-	if offset < 0 {
-		return ErrNegativeOffset
+	fw.b.Reset()
+	if err := fw.b.Add(TransferHeader{Offset: offset}, body); err != nil {
+		return err
 	}
-	if len(body) > MaxBodyLimit || len(body) > math.MaxInt32 {
-		return ErrFrameTooLarge
-	}
-	PutHeader(fw.hdr[:], offset, int32(len(body)))
-	var err error
-	if len(body) == 0 {
-		_, err = fw.w.Write(fw.hdr[:])
-	} else {
-		fw.vec[0], fw.vec[1] = fw.hdr[:], body
-		fw.bufs = fw.vec[:]
-		_, err = fw.bufs.WriteTo(fw.w)
-		fw.vec[1] = nil // do not retain the caller's body
-		fw.bufs = nil
-	}
-	if err != nil {
+	if _, err := fw.b.WriteTo(fw.w); err != nil {
 		return fmt.Errorf("transport: write frame at offset %d (%d bytes): %w", offset, len(body), err)
 	}
 	return nil

@@ -155,17 +155,24 @@ func (rr *ReportReader) readError(err error) error {
 	return fmt.Errorf("transport: read report: %w", err)
 }
 
-// ReportWriter writes slave->master reports. It is not safe for concurrent
-// use.
+// ReportWriter writes slave->master reports: the classic protocol's 8-byte
+// reports, or the autoswitch protocol's 12-byte acks (NewAckWriter). It is
+// not safe for concurrent use.
 type ReportWriter struct {
 	w   io.Writer
-	buf [ReportSize]byte
+	ack bool
+	buf [AckSize]byte
 }
 
-// NewReportWriter returns a ReportWriter on w.
+// NewReportWriter returns a ReportWriter of classic reports on w.
 func NewReportWriter(w io.Writer) *ReportWriter { return &ReportWriter{w: w} }
 
-// WriteReport writes one 8-byte report in a single Write without allocating.
+// NewAckWriter returns a ReportWriter of autoswitch acks
+// [TRANSFER][offset] (AppendAck) on w.
+func NewAckWriter(w io.Writer) *ReportWriter { return &ReportWriter{w: w, ack: true} }
+
+// WriteReport writes one report (8 bytes; an ack: 12) in a single Write
+// without allocating.
 // A negative offset returns ErrNegativeOffset before anything is written. A
 // write error is wrapped; after one the connection must be closed (RocketMQ
 // closes on an incomplete report write).
@@ -173,8 +180,13 @@ func (rw *ReportWriter) WriteReport(offset int64) error {
 	if offset < 0 {
 		return ErrNegativeOffset
 	}
-	PutReport(rw.buf[:], offset)
-	if _, err := rw.w.Write(rw.buf[:]); err != nil {
+	b := rw.buf[:ReportSize]
+	if rw.ack {
+		b = AppendAck(rw.buf[:0], offset)
+	} else {
+		PutReport(b, offset)
+	}
+	if _, err := rw.w.Write(b); err != nil {
 		return fmt.Errorf("transport: write report %d: %w", offset, err)
 	}
 	return nil

@@ -79,6 +79,31 @@ func TestReportWriterBytes(t *testing.T) {
 	}
 }
 
+func TestAckWriterBytes(t *testing.T) {
+	var buf bytes.Buffer
+	aw := NewAckWriter(&buf)
+	for _, v := range []int64{0x0102030405060708, 0} {
+		if err := aw.WriteReport(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := AppendAck(AppendAck(nil, 0x0102030405060708), 0)
+	if !bytes.Equal(buf.Bytes(), want) || buf.Len() != 2*AckSize {
+		t.Fatalf("wrote % x, want % x", buf.Bytes(), want)
+	}
+	if err := aw.WriteReport(-1); !errors.Is(err, ErrNegativeOffset) || buf.Len() != 2*AckSize {
+		t.Fatalf("negative ack: %v", err)
+	}
+	aw = NewAckWriter(io.Discard)
+	if a := testing.AllocsPerRun(1000, func() {
+		if err := aw.WriteReport(12345); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Fatalf("an ack writer's WriteReport: %v allocs", a)
+	}
+}
+
 func TestReportLastValuePerRead(t *testing.T) {
 	stream := reports(100, 200, 300, 400, 500)
 	r := &chunkReader{chunks: splitAt(stream, 24, 40)} // reads: [100 200 300] [400 500]

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,9 +22,9 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/internal/config"
+	"github.com/replicatorhq/replicator/internal/freeport"
 	"github.com/replicatorhq/replicator/internal/node"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
-
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
@@ -108,25 +107,9 @@ func (c *child) exited() error {
 	return fmt.Errorf("the %s exited (%v); its log %s ends with:%s", c.name, c.err, c.log, tail)
 }
 
-// freePorts returns n distinct free loopback TCP ports.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// freePorts returns n distinct free loopback TCP ports, below the
+// kernel's ephemeral range (internal/freeport).
+func freePorts(n int) ([]int, error) { return freeport.Ports(n) }
 
 // demo is one run of the demo.
 type demo struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,12 @@ type namesrvOpts struct {
 	BrokerName string
 	Interval   time.Duration
 	Advertise  string // the brokerAddr registered
+	// HAAdvertise is replicator node's --ha-advertise: when set, the
+	// haServerAddr registered instead of --ha-listen.
+	HAAdvertise string
+	// Topics: register the topic config (--namesrv-register-topics);
+	// without it the registrations carry an empty topic table.
+	Topics bool
 }
 
 // namesrvAddrValue is --namesrv-addr: RocketMQ's namesrvAddr list,
@@ -77,6 +84,7 @@ func namesrvOptions(n *nodeOpts) []*config.Option {
 		{Name: "cluster-name", Meta: "NAME", Help: "with --namesrv-addr: the cluster registered (RocketMQ's brokerClusterName)", Default: defaultClusterName, Value: config.String(&o.Cluster, true)},
 		{Name: "broker-name", Meta: "NAME", Help: "with --namesrv-addr: the broker group's name registered (RocketMQ's brokerName; every member of the group, RocketMQ slaves included, uses the same; the default is that of RocketMQ's sample broker.conf)", Default: defaultBrokerName, Value: config.String(&o.BrokerName, true)},
 		{Name: "register-interval", Meta: "DURATION", Help: "with --namesrv-addr: how often to register (RocketMQ's registerNameServerPeriod; name servers drop a broker 120 s after its last registration)", Default: defaultRegisterPeriod, Value: config.Duration(&o.Interval, remoting.MinRegisterInterval, remoting.MaxRegisterInterval)},
+		{Name: "namesrv-register-topics", Help: "with --namesrv-addr: register the topic config, as a RocketMQ broker does (false: register the broker with an empty topic table, so that the name servers give its address to RocketMQ slaves but route no RocketMQ client to a port that serves only metadata)", Default: "true", Value: config.Bool(&o.Topics)},
 		{Name: "remoting-advertise", Meta: "HOST:PORT", Help: "with --namesrv-addr: the broker address registered (RocketMQ's brokerIP1:listenPort; a RocketMQ slave reads topics at its port - 2 and the other documents at it; default: the --remoting-listen address whose port - 2 is also listened on, else the first; required when that listens on all interfaces)", Value: config.Addr(&o.Advertise, false)},
 	}
 }
@@ -92,6 +100,8 @@ type namesrvWiring struct {
 	haAddr     string
 	brokerID   int64 // --broker-id; 0: the id in DIR/role
 	listen     []string
+	topics     bool // --namesrv-register-topics
+	advertised bool // --remoting-advertise given: registered even when nothing is served here
 
 	mu  sync.Mutex
 	reg *remoting.Registrar
@@ -116,7 +126,8 @@ func newNamesrvWiring(role string, o *nodeOpts, listen []string) (*namesrvWiring
 	if len(listen) == 0 {
 		return nil, usage(errors.New("--namesrv-addr needs --remoting-listen: the registered broker address is where RocketMQ slaves read this master's metadata"))
 	}
-	w := &namesrvWiring{addrs: ns.Addrs, cluster: ns.Cluster, name: ns.BrokerName, interval: ns.Interval, brokerID: o.as.BrokerID, listen: listen}
+	w := &namesrvWiring{addrs: ns.Addrs, cluster: ns.Cluster, name: ns.BrokerName, interval: ns.Interval, brokerID: o.as.BrokerID, listen: listen,
+		topics: ns.Topics, advertised: ns.Advertise != ""}
 	w.brokerAddr = ns.Advertise
 	if w.brokerAddr == "" {
 		w.brokerAddr = pickBrokerAddr(listen)
@@ -126,6 +137,9 @@ func newNamesrvWiring(role string, o *nodeOpts, listen []string) (*namesrvWiring
 		return nil, usage(fmt.Errorf("--remoting-advertise: the broker address %q cannot be dialled (no host, all interfaces or port 0); set --remoting-advertise HOST:PORT", w.brokerAddr))
 	}
 	ha := o.HAListen
+	if ns.HAAdvertise != "" { // replicator node: what the other nodes dial
+		ha = ns.HAAdvertise
+	}
 	if ha == "" { // a slave's default: the --listen host, its port + 1
 		if ha = defaultSlaveHAListen(o.Listen); ha == "" {
 			return nil, usage(fmt.Errorf("--namesrv-addr: cannot derive the HA address from --listen %q; set --ha-listen", o.Listen))
@@ -221,6 +235,9 @@ func (w *namesrvWiring) start(env node.ExtensionEnv, st meta.Source) error {
 				}
 				return nil, fmt.Errorf("reading the topic config failed: %s", remark)
 			}
+			if !w.topics {
+				return withoutTopics(resp.Body)
+			}
 			return resp.Body, nil
 		},
 		Interval:   w.interval,
@@ -232,7 +249,7 @@ func (w *namesrvWiring) start(env node.ExtensionEnv, st meta.Source) error {
 	}
 	first := w.registration(env.Role)
 	log.Info("registering with RocketMQ name servers", "namesrv", strings.Join(w.addrs, ";"), "cluster", w.cluster, "broker_name", w.name,
-		"broker_addr", w.brokerAddr, "ha_addr", w.haAddr, "broker_id", first.BrokerID, "interval", w.interval)
+		"broker_addr", w.brokerAddr, "ha_addr", w.haAddr, "broker_id", first.BrokerID, "interval", w.interval, "topics", w.topics)
 	if err := reg.Start(first); err != nil {
 		return err
 	}
@@ -247,6 +264,19 @@ func (w *namesrvWiring) start(env node.ExtensionEnv, st meta.Source) error {
 		}
 	})
 	return nil
+}
+
+// withoutTopics is the TopicConfigSerializeWrapper wrapper with an empty
+// topicConfigTable and its other members (the data version) kept: a name
+// server then keeps the broker's addresses for the slaves of its group and
+// routes no topic to it.
+func withoutTopics(wrapper []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(wrapper, &m); err != nil {
+		return nil, fmt.Errorf("the topic config is not a JSON object: %w", err)
+	}
+	m["topicConfigTable"] = json.RawMessage("{}")
+	return json.Marshal(m)
 }
 
 // stop unregisters from the name servers (a graceful stop) and stops the
@@ -270,6 +300,13 @@ func (w *namesrvWiring) stop() error {
 // (the metadata extension's Start; st is the node's metadata).
 func (w *remotingWiring) startRegistrar(env node.ExtensionEnv, st meta.Source) error {
 	if w == nil {
+		return nil
+	}
+	if w.ns != nil && !w.ns.advertised && w.defaultSkipped() {
+		// Register only what is served: the broker address would be the
+		// default remoting port another process holds.
+		env.Logger.Named("namesrv").Warn("not registering with the name servers: the default --remoting-listen address is held by another process, so this node serves no remoting; set --remoting-listen (and --remoting-advertise)",
+			"broker_addr", w.ns.brokerAddr, "namesrv", strings.Join(w.ns.addrs, ";"))
 		return nil
 	}
 	return w.ns.start(env, st)

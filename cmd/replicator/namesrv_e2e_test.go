@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicatorhq/replicator/internal/proctest"
+	"github.com/replicatorhq/replicator/plugins/metadata"
 	"github.com/replicatorhq/replicator/remoting"
+	"github.com/replicatorhq/replicator/sdk/meta"
 )
 
 // goNamesrv is a name server for the daemon tests, on real TCP: it
@@ -31,11 +34,12 @@ type goNamesrv struct {
 }
 
 type nsReq struct {
-	at   time.Time
-	code int32
-	id   string
-	addr string
-	ha   string
+	at     time.Time
+	code   int32
+	id     string
+	addr   string
+	ha     string
+	topics int // topics in the registered topic table (REGISTER_BROKER)
 }
 
 func (r nsReq) String() string {
@@ -48,7 +52,8 @@ func startGoNamesrv(t *testing.T) *goNamesrv {
 	srv, err := remoting.NewServer(remoting.ServerConfig{
 		Handler: remoting.HandlerFunc(func(_ context.Context, req *remoting.Command) *remoting.Command {
 			ns.mu.Lock()
-			ns.reqs = append(ns.reqs, nsReq{at: time.Now(), code: req.Code, id: req.ExtFields["brokerId"], addr: req.ExtFields["brokerAddr"], ha: req.ExtFields["haServerAddr"]})
+			ns.reqs = append(ns.reqs, nsReq{at: time.Now(), code: req.Code, id: req.ExtFields["brokerId"], addr: req.ExtFields["brokerAddr"], ha: req.ExtFields["haServerAddr"],
+				topics: registeredTopics(req.Body)})
 			ns.mu.Unlock()
 			return remoting.NewResponse(req, remoting.Success, "")
 		}),
@@ -73,6 +78,20 @@ func startGoNamesrv(t *testing.T) *goNamesrv {
 		<-done
 	})
 	return ns
+}
+
+// registeredTopics counts the topics of a REGISTER_BROKER body (-1 for
+// any other body).
+func registeredTopics(body []byte) int {
+	var b struct {
+		Wrapper *struct {
+			Table map[string]json.RawMessage `json:"topicConfigTable"`
+		} `json:"topicConfigSerializeWrapper"`
+	}
+	if json.Unmarshal(body, &b) != nil || b.Wrapper == nil {
+		return -1
+	}
+	return len(b.Wrapper.Table)
 }
 
 // wait waits until a request matching want (its String) arrived after
@@ -185,8 +204,9 @@ func TestNamesrvUsage(t *testing.T) {
 
 // TestNamesrvNodeRegistersByRole: a `replicator node` with --namesrv-addr
 // registers with its --broker-id until the controller elects it, then at
-// once with 0 (RocketMQ 5's ReplicasManager sets brokerId 0 on a master);
-// a graceful stop unregisters id 0.
+// once with 0 (RocketMQ 5's ReplicasManager sets brokerId 0 on a master),
+// its --ha-advertise address as haServerAddr; a graceful stop unregisters
+// id 0.
 func TestNamesrvNodeRegistersByRole(t *testing.T) {
 	t.Parallel()
 	ns := startGoNamesrv(t)
@@ -194,9 +214,13 @@ func TestNamesrvNodeRegistersByRole(t *testing.T) {
 	rem := ports(t, 1)[0]
 	ctl := proctest.StartController(t, binPath, filepath.Join(dir, "ctl"))
 	t0 := time.Now()
+	// --ha-advertise (an address behind NAT) is the haServerAddr
+	// registered, not --ha-listen.
+	const haAdvertised = "replicator-ha.test:10912"
 	n := proctest.StartNode(t, binPath, filepath.Join(dir, "n3"), ctl.API, "orders", 3,
-		"--remoting-listen", rem, "--namesrv-addr", ns.addr, "--register-interval", "60s", "--broker-name", "orders")
-	first := ns.wait(t, t0, proctest.WaitTimeout, fmt.Sprintf("103 id=0 addr=%s ha=%s", rem, n.HA))
+		"--remoting-listen", rem, "--namesrv-addr", ns.addr, "--register-interval", "60s", "--broker-name", "orders",
+		"--ha-advertise", haAdvertised)
+	first := ns.wait(t, t0, proctest.WaitTimeout, fmt.Sprintf("103 id=0 addr=%s ha=%s", rem, haAdvertised))
 	// Before the election, the node registered as a slave with its own id.
 	ns.mu.Lock()
 	var before []string
@@ -206,7 +230,7 @@ func TestNamesrvNodeRegistersByRole(t *testing.T) {
 		}
 	}
 	ns.mu.Unlock()
-	if want := fmt.Sprintf("103 id=3 addr=%s ha=%s", rem, n.HA); len(before) == 0 || before[0] != want {
+	if want := fmt.Sprintf("103 id=3 addr=%s ha=%s", rem, haAdvertised); len(before) == 0 || before[0] != want {
 		t.Errorf("registrations before the election %q, want %q first", before, want)
 	}
 	if first.at.Sub(t0) > 30*time.Second {
@@ -215,4 +239,97 @@ func TestNamesrvNodeRegistersByRole(t *testing.T) {
 	t1 := time.Now()
 	n.Stop()
 	ns.wait(t, t1, 10*time.Second, fmt.Sprintf("104 id=0 addr=%s ha=", rem))
+}
+
+// writeTopics stores a topic config with the given topics in a data
+// directory before the node first starts, as the metadata store keeps it.
+func writeTopics(t *testing.T, dataDir string, topics ...string) {
+	t.Helper()
+	table := map[string]any{}
+	for _, name := range topics {
+		table[name] = map[string]any{"topicName": name, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+	}
+	body, err := json.Marshal(map[string]any{"topicConfigTable": table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := metadata.ConfigDir(dataDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := metadata.EncodeDocument(meta.DataVersion{Timestamp: 1, Counter: 1}, body)
+	if err := os.WriteFile(filepath.Join(dir, metadata.TopicsName), doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNamesrvRegisterTopicsOption: a master registers its topics by
+// default, as a RocketMQ broker does; with --namesrv-register-topics=false
+// it registers the same addresses with an empty topic table, so that name
+// servers route no RocketMQ client to its metadata-only port.
+func TestNamesrvRegisterTopicsOption(t *testing.T) {
+	t.Parallel()
+	ns := startGoNamesrv(t)
+	rem := ports(t, 2)
+	t0 := time.Now()
+	for i, c := range []struct {
+		flag   string
+		topics int
+	}{{"true", 2}, {"false", 0}} {
+		dir := t.TempDir()
+		writeTopics(t, dir, "Orders", "Payments")
+		m := startMaster(t, dir, "--remoting-listen", rem[i], "--namesrv-addr", ns.addr, "--register-interval", "60s",
+			"--namesrv-register-topics="+c.flag)
+		r := ns.wait(t, t0, proctest.WaitTimeout, fmt.Sprintf("103 id=0 addr=%s ha=%s", rem[i], m.ha))
+		if r.topics != c.topics {
+			t.Errorf("--namesrv-register-topics=%s: %d topics registered, want %d", c.flag, r.topics, c.topics)
+		}
+		m.stop()
+	}
+}
+
+// TestNamesrvBusyDefaultNotRegistered: a master whose default remoting
+// address is held by another process serves no remoting, so it registers
+// nothing (the broker address would send RocketMQ slaves to that other
+// process) and says so in one WARN line; it starts and serves its API.
+func TestNamesrvBusyDefaultNotRegistered(t *testing.T) {
+	t.Parallel()
+	ns := startGoNamesrv(t)
+	// Hold the default address; another test's master may hold it for a
+	// moment, so take it as soon as it is free.
+	var held net.Listener
+	proctest.Eventually(t, "holding "+defaultRemotingListen, proctest.WaitTimeout, func() error {
+		ln, err := net.Listen("tcp", defaultRemotingListen)
+		held = ln
+		return err
+	})
+	defer held.Close()
+	m := startMaster(t, t.TempDir(), "--namesrv-addr", ns.addr, "--register-interval", "10s")
+	eventually(t, "the WARN line", func() error {
+		b, err := os.ReadFile(m.log)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "not registering with the name servers") {
+			return errors.New("not logged yet")
+		}
+		return nil
+	})
+	// The decision is taken once at start, before the line: no request
+	// came, and none can.
+	ns.mu.Lock()
+	got := len(ns.reqs)
+	ns.mu.Unlock()
+	if got != 0 {
+		t.Fatalf("%d name-server requests from a master that serves no remoting", got)
+	}
+	if code, _ := httpDo(t, "GET", m.api+"/v1/status", nil, nil); code != 200 {
+		t.Fatalf("status: %d", code)
+	}
+	m.stop()
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if len(ns.reqs) != 0 {
+		t.Fatalf("requests after the stop: %v", ns.reqs)
+	}
 }

@@ -203,6 +203,8 @@ func (e *env) checkNodeCmd(c *nodeCmdOpts) error {
 	if c.HAAdvertise == "" && unspecifiedHost(o.HAListen) {
 		return fmt.Errorf("--ha-listen %s listens on every interface: set --ha-advertise to the address the other nodes dial", o.HAListen)
 	}
+	// The name servers get the HA address the other nodes dial.
+	o.rem.ns.HAAdvertise = c.HAAdvertise
 	if c.APIAdvertise == "" && unspecifiedHost(o.Listen) {
 		return fmt.Errorf("--listen %s listens on every interface: set --api-advertise to the URL clients use", o.Listen)
 	}

@@ -122,7 +122,14 @@ func remotingFrameOpt(n *nodeOpts, help string) *config.Option {
 }
 
 func remotingMasterOpts(n *nodeOpts) []*config.Option {
-	return append(append(remotingServeOpts(n, defaultRemotingListen, ""),
+	return remotingServerOpts(n, defaultRemotingListen, "")
+}
+
+// remotingServerOpts are the options of a node that serves remoting and
+// never pulls over it (a master, replicator node): the server's, the frame
+// bound and the name-server registration.
+func remotingServerOpts(n *nodeOpts, def, when string) []*config.Option {
+	return append(append(remotingServeOpts(n, def, when),
 		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)")), namesrvOptions(n)...)
 }
 
@@ -147,8 +154,7 @@ func remotingSlaveOpts(n *nodeOpts) []*config.Option {
 // the master, off by default. newRemotingWiring takes any role other than
 // "master" and "slave" as such a node.
 func remotingNodeOpts(n *nodeOpts) []*config.Option {
-	return append(append(remotingServeOpts(n, remotingListenOff, "while this node is the master: "),
-		remotingFrameOpt(n, "largest remoting frame read, length field included (RocketMQ's limit is 16 MiB)")), namesrvOptions(n)...)
+	return remotingServerOpts(n, remotingListenOff, "while this node is the master: ")
 }
 
 // defaultMasterRemoting derives the master's remoting address from its HA
@@ -176,6 +182,7 @@ type remotingWiring struct {
 	// master
 	listen   []string
 	optional string // the default listen address: may be busy
+	skipped  bool   // optional was busy and is not served (w.mu)
 	tcpOpts  tcptransport.Options
 	idle     time.Duration
 	maxFrame int
@@ -312,6 +319,9 @@ func (w *remotingWiring) serve(env node.ExtensionEnv, src meta.Source) error {
 		ln, err := tr.Listen(a)
 		if err != nil && a == w.optional {
 			log.Warn("cannot serve RocketMQ remoting on its default address; set --remoting-listen (or off)", "addr", a, "error", err)
+			w.mu.Lock()
+			w.skipped = true
+			w.mu.Unlock()
 			continue
 		}
 		if err != nil {
@@ -384,6 +394,14 @@ func (w *remotingWiring) close() error {
 	}
 	w.wg.Wait()
 	return nil
+}
+
+// defaultSkipped reports whether serve skipped the default listen address
+// because another process held it.
+func (w *remotingWiring) defaultSkipped() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.skipped
 }
 
 // serving reports whether the remoting server runs.

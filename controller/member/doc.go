@@ -41,9 +41,10 @@
 //	master = this node, epoch E     BecomeMaster(E) when E is newer than its
 //	                                epoch file and the lease is valid; already
 //	                                master of E unfenced: nothing; otherwise
-//	                                (fenced, or restarted with E in its file)
-//	                                step MasterDemoted(E): the controller
-//	                                elects again, at a higher epoch
+//	                                (fenced, restarted with E in its file, or
+//	                                BecomeMaster failed: its HA address is
+//	                                taken, say) step MasterDemoted(E): the
+//	                                controller elects again, at a higher epoch
 //	master = another node           BecomeSlave(its registered HA address); no
 //	                                live registration: fenced if master, wait
 //	no master                       fenced if master, otherwise as is
@@ -71,8 +72,11 @@
 // (Config.Now) before the put and again when it returns: past the
 // deadline it answers an error wrapping ErrLeaseExpired and
 // core.ErrFenced instead of PUT_OK (a put that ran across the deadline
-// may be stored here, and cut later). Puts that call Replica.Put directly
-// get only the timer's fence.
+// may be stored here, and cut later). Member.PutBatch applies both checks
+// to the batch: refused whole before, and every message answered without an
+// error gets the same error with its result when the deadline passed while
+// the batch ran. Puts that call Replica.Put directly get only the timer's
+// fence.
 //
 // # In-sync set
 //

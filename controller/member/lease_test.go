@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/replicatorhq/replicator/controller"
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/core/epoch"
+	"github.com/replicatorhq/replicator/plugins/commitlog"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
+	"github.com/replicatorhq/replicator/sdk/store"
 )
 
 // TestKeeperFencesAtDeadline: renewals succeed twice, then hang (etcd
@@ -133,7 +136,7 @@ func guardedMaster(t *testing.T, clk *fakeClock) (*Member, *core.Replica, func()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Member{rep: rep, met: met, g: newGuard(clk.Now, 500*time.Millisecond), put: rep.Put}
+	m := &Member{rep: rep, met: met, g: newGuard(clk.Now, 500*time.Millisecond), putBatch: rep.PutBatch}
 	return m, rep, func() int64 { return l.Bounds().Max }
 }
 
@@ -163,10 +166,10 @@ func TestPutAfterPause(t *testing.T) {
 
 	// A renewal; then the process pauses inside the put.
 	m.g.renewed(clk.Now())
-	m.put = func(ctx context.Context, msg *record.Message) (core.PutResult, error) {
-		res, err := rep.Put(ctx, msg)
+	m.putBatch = func(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+		out := rep.PutBatch(ctx, msgs)
 		clk.Add(time.Second)
-		return res, err
+		return out
 	}
 	_, err = m.Put(context.Background(), msg)
 	if !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, core.ErrFenced) {
@@ -174,6 +177,69 @@ func TestPutAfterPause(t *testing.T) {
 	}
 	if maxOff() == stored {
 		t.Fatal("the put across the deadline should have reached the log (and not been acknowledged)")
+	}
+}
+
+// TestPutBatchLease: Put's lease rules over a batch. Within the deadline
+// the batch is stored and acknowledged; past it the whole batch is
+// refused, not stored, each message counted as refused before; when the
+// deadline passes while the batch runs, the stored message answers the
+// lease error with its result and counts as refused during, while the
+// ones the store refused keep their own errors.
+func TestPutBatchLease(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	m, rep, maxOff := guardedMaster(t, clk)
+	refused := func(when string) float64 { return testutil.ToFloat64(m.met.refused.WithLabelValues(when)) }
+	small := func() *record.Message { return &record.Message{Topic: "T", Body: []byte("hello")} }
+	ctx := context.Background()
+
+	m.g.renewed(clk.Now())
+	clk.Add(499 * time.Millisecond)
+	out := m.PutBatch(ctx, []*record.Message{small(), small(), small()})
+	for i, o := range out {
+		if o.Err != nil || o.Status != core.PutOK || o.NextOffset == 0 {
+			t.Fatalf("batch within the deadline: message %d: %+v %v", i, o.PutResult, o.Err)
+		}
+	}
+	if len(out) != 3 || out[2].NextOffset != maxOff() || refused("before")+refused("during") != 0 {
+		t.Fatalf("batch within the deadline: %d results ending at %d, max %d, refused %v/%v",
+			len(out), out[len(out)-1].NextOffset, maxOff(), refused("before"), refused("during"))
+	}
+	stored := maxOff()
+
+	clk.Add(2 * time.Millisecond) // resumed after a pause: 501 ms since the send
+	out = m.PutBatch(ctx, []*record.Message{small(), small()})
+	for i, o := range out {
+		if !errors.Is(o.Err, ErrLeaseExpired) || !errors.Is(o.Err, core.ErrFenced) || o.NextOffset != 0 {
+			t.Fatalf("batch after the deadline: message %d: %+v %v", i, o.PutResult, o.Err)
+		}
+	}
+	if len(out) != 2 || maxOff() != stored || refused("before") != 2 {
+		t.Fatalf("batch after the deadline: %d results, max %d (was %d), refused before %v", len(out), maxOff(), stored, refused("before"))
+	}
+
+	// A renewal; then the process pauses inside the batch, whose second
+	// message is too large for the store (the third is not stored either).
+	m.g.renewed(clk.Now())
+	m.putBatch = func(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+		out := rep.PutBatch(ctx, msgs)
+		clk.Add(time.Second)
+		return out
+	}
+	huge := &record.Message{Topic: "T", Body: make([]byte, commitlog.DefaultMaxMessageSize)}
+	out = m.PutBatch(ctx, []*record.Message{small(), huge, small()})
+	if len(out) != 3 {
+		t.Fatalf("%d results for 3 messages", len(out))
+	}
+	if o := out[0]; !errors.Is(o.Err, ErrLeaseExpired) || !errors.Is(o.Err, core.ErrFenced) || o.Offset != stored || o.NextOffset != maxOff() {
+		t.Fatalf("stored message across the deadline: %+v %v (stored from %d, max %d)", o.PutResult, o.Err, stored, maxOff())
+	}
+	if !errors.Is(out[1].Err, store.ErrMessageTooLarge) || !errors.Is(out[2].Err, core.ErrBatchAborted) ||
+		errors.Is(out[1].Err, ErrLeaseExpired) || errors.Is(out[2].Err, ErrLeaseExpired) {
+		t.Fatalf("unstored messages across the deadline: %v; %v", out[1].Err, out[2].Err)
+	}
+	if refused("during") != 1 || refused("before") != 2 {
+		t.Fatalf("refused during %v, before %v; want 1, 2", refused("during"), refused("before"))
 	}
 }
 

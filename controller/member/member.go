@@ -142,7 +142,8 @@ type Member struct {
 	log   hclog.Logger
 	met   *metrics
 	g     *guard
-	put   func(context.Context, *record.Message) (core.PutResult, error)
+	// putBatch is the replica's PutBatch (a test hook).
+	putBatch func(context.Context, []*record.Message) []core.BatchPut
 
 	running sync.Mutex // one Run at a time
 
@@ -220,7 +221,7 @@ func New(cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("member: %w", err)
 	}
 	m.rep = rep
-	m.put = rep.Put
+	m.putBatch = rep.PutBatch
 	return m, nil
 }
 
@@ -290,22 +291,46 @@ func (m *Member) Close() error { return m.rep.Close() }
 // core.ErrFenced; the refused put's result is zero. On a slave it fails as core.Replica.Put does
 // (core.ErrNotMaster).
 func (m *Member) Put(ctx context.Context, msg *record.Message) (core.PutResult, error) {
+	out := m.PutBatch(ctx, []*record.Message{msg})
+	return out[0].PutResult, out[0].Err
+}
+
+// PutBatch stores msgs on the master as one batch (core.Replica.PutBatch:
+// one replica wait for them all), under Put's lease rules for the batch:
+// when the lease is not valid by the local deadline, every message is
+// refused (not stored) with Put's error; when the deadline passed while
+// the batch ran, every message answered without an error (stored here,
+// may be cut) gets Put's error along with its result, and the others keep
+// their own error. out[i] answers msgs[i]; the refusals count per message.
+func (m *Member) PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
 	if m.rep.Role() == core.RoleMaster && !m.g.valid() {
-		m.met.refused.WithLabelValues("before").Inc()
-		return core.PutResult{}, fmt.Errorf("%w: %w: put refused", core.ErrFenced, ErrLeaseExpired)
+		out := make([]core.BatchPut, len(msgs))
+		err := fmt.Errorf("%w: %w: put refused", core.ErrFenced, ErrLeaseExpired)
+		for i := range out {
+			out[i].Err = err
+		}
+		m.met.refused.WithLabelValues("before").Add(float64(len(msgs)))
+		return out
 	}
-	res, err := m.put(ctx, msg)
-	if err != nil {
-		return res, err
+	out := m.putBatch(ctx, msgs)
+	if m.g.valid() {
+		return out
 	}
-	if !m.g.valid() {
-		m.met.refused.WithLabelValues("during").Inc()
-		// res goes with the error: the message is stored here and may be
-		// cut (res.NextOffset > 0 tells a caller it may be stored).
-		return res, fmt.Errorf("%w: %w: the deadline passed while the put at offset %d ran; it may not survive a failover",
-			core.ErrFenced, ErrLeaseExpired, res.Offset)
+	during := 0
+	for i := range out {
+		if out[i].Err != nil {
+			continue
+		}
+		// The result goes with the error: the message is stored here and
+		// may be cut (NextOffset > 0 tells a caller it may be stored).
+		out[i].Err = fmt.Errorf("%w: %w: the deadline passed while the put at offset %d ran; it may not survive a failover",
+			core.ErrFenced, ErrLeaseExpired, out[i].Offset)
+		during++
 	}
-	return res, nil
+	if during > 0 {
+		m.met.refused.WithLabelValues("during").Add(float64(during))
+	}
+	return out
 }
 
 // Status reports the member's view of its group and its replica.
@@ -604,7 +629,12 @@ func (m *Member) serve(ctx context.Context, s *session, ep int32) {
 		// master died while sending it) before it appends the epoch.
 		got, err := m.rep.BecomeMaster(ep)
 		if err != nil {
-			m.log.Error("becoming master", "epoch", ep, "error", err)
+			// It cannot serve the epoch (its HA address is taken, say):
+			// hand the epoch back below, so that the controller elects
+			// another member, or this one again on its next heartbeat,
+			// instead of naming a master that serves nothing.
+			m.log.Error("becoming master: handing the epoch back", "epoch", ep, "error", err)
+			m.demote(ctx, s, ep, "could not become master")
 			return
 		}
 		if !m.g.valid() {
@@ -618,18 +648,26 @@ func (m *Member) serve(ctx context.Context, s *session, ep int32) {
 		m.notify(RoleChange{Role: core.RoleMaster, Epoch: got, Master: m.cfg.BrokerID, MasterHA: m.cfg.HAAddr, MasterAPI: m.cfg.APIAddr})
 		return
 	}
+	m.demote(ctx, s, ep, "fenced or restarted")
+}
+
+// demote steps the demotion of this member as the master of epoch ep,
+// which it cannot serve (why says so), so that the controller elects
+// again. Without a registration or a valid lease it does nothing: it
+// registers again first.
+func (m *Member) demote(ctx context.Context, s *session, ep int32, why string) {
 	if s.reg == nil || !m.g.valid() {
-		return // registering again first
+		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseTTL)
 	defer cancel()
 	d, err := m.store.Step(dctx, m.cfg.Group, controller.MasterDemoted{BrokerID: m.cfg.BrokerID, Epoch: ep})
 	if err != nil {
-		m.log.Warn("demoting a master that cannot serve its epoch", "epoch", ep, "error", err)
+		m.log.Warn("demoting a master that cannot serve its epoch", "epoch", ep, "why", why, "error", err)
 		return
 	}
-	m.log.Warn("named master of an epoch it cannot serve (fenced or restarted): demoted itself", "epoch", ep,
-		"local_epoch", rs.Epoch, "outcome", d.Outcome.String(), "new_master", d.Master, "new_epoch", d.MasterEpoch)
+	m.log.Warn("named master of an epoch it cannot serve: demoted itself", "epoch", ep, "why", why,
+		"local_epoch", m.rep.Status().Epoch, "outcome", d.Outcome.String(), "new_master", d.Master, "new_epoch", d.MasterEpoch)
 }
 
 // notify reports rc to Config.OnRoleChange unless it was the last one

@@ -26,6 +26,7 @@ import (
 	"github.com/replicatorhq/replicator/controller/etcdstore"
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/core/epoch"
+	"github.com/replicatorhq/replicator/internal/freeport"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
@@ -65,12 +66,11 @@ func testLogger(t testing.TB, name string) hclog.Logger {
 // address must be fixed: it is registered before the listener exists).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a[0]
 }
 
 var runs atomic.Int64
@@ -707,4 +707,35 @@ func TestNewValidates(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMasterListenFailureHandsEpochBack: the member the controller elects
+// cannot listen on its HA address (another socket holds it). It hands the
+// epoch back instead of leaving the group with a master that serves
+// nothing: the controller elects again (here the same member, the only
+// one in the in-sync set, at a newer epoch), and once the address is free
+// the member serves.
+func TestMasterListenFailureHandsEpochBack(t *testing.T) {
+	c := newCluster(t)
+	n1 := c.start(1, t.TempDir(), freeAddr(t), etcdURL)
+	c.waitGroup(1, 0, []int64{1})
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	n2 := c.start(2, t.TempDir(), held.Addr().String(), etcdURL)
+	c.waitGroup(1, 0, []int64{1, 2})
+	putN(t, n1, 3)
+	c.stop(n1, true)
+
+	// Elected at epoch 2, it cannot listen and hands the epoch back: the
+	// group's master epoch moves past 2 while the address is held.
+	waitFor(t, "the epoch handed back", func() bool {
+		st := n2.m.Status()
+		return st.MasterEpoch > 2 && st.Role != core.RoleMaster
+	})
+	held.Close()
+	m := c.waitGroup(2, 2, []int64{2})
+	putN(t, m, 2)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,30 +13,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replicatorhq/replicator/internal/freeport"
 )
 
 // fileTimeout bounds the commands of one Markdown file.
 const fileTimeout = 5 * time.Minute
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, below the
+// kernel's ephemeral range (internal/freeport).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	ps, err := freeport.Ports(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ports
+	return ps
 }
 
 // replicatorDefaultPorts are the ports of replicator's default addresses.

@@ -54,6 +54,10 @@ type Backend interface {
 	// Put stores a producer message (core.Master.Put, or a slave's, which
 	// fails with core.ErrSlaveWriteProtected).
 	Put(ctx context.Context, msg *record.Message) (core.PutResult, error)
+	// PutBatch stores msgs in order, answering each as Put would have
+	// (core.Master.PutBatch, core.Replica.PutBatch, member.Member.PutBatch).
+	// The producer stream puts each batch it receives through it.
+	PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut
 	// ReadMessages decodes up to n records from offset (store.Store).
 	ReadMessages(offset int64, n int) ([]record.Record, int64, error)
 	// Bounds reports the store's offsets (store.Store).
@@ -361,12 +365,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Token != "" {
 		s.token = sha256.Sum256([]byte(cfg.Token))
 	}
-	if cfg.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{s.reqs, s.dur, s.authFail, s.rejected}, s.health.collectors()...) {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("api: registering metrics: %w", err)
-			}
-		}
+	if err := s.registerServerMetrics(cfg.Registerer); err != nil {
+		return nil, err
 	}
 	s.HandleFunc("POST /v1/topics/{topic}/messages", "put", s.put)
 	s.HandleFunc("GET /v1/messages", "messages", s.messages)
@@ -385,12 +385,8 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.HandleFunc("GET /readyz", "readyz", s.readyz)
 	s.stream = newStreamService(s)
-	if cfg.Registerer != nil {
-		for _, c := range s.stream.collectors() {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("api: registering metrics: %w", err)
-			}
-		}
+	if err := s.stream.registerMetrics(cfg.Registerer); err != nil {
+		return nil, err
 	}
 	s.Handle(StreamPath, "stream", s.stream)
 	s.fallback.notFound = s.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

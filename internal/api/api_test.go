@@ -46,6 +46,20 @@ func newFake() *fakeBackend {
 
 const recOverhead = 100
 
+// PutBatch puts the messages one after the other (Put does not wait).
+func (f *fakeBackend) PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+	return putInTurn(ctx, f.Put, msgs)
+}
+
+// putInTurn is PutBatch by put, one message after the other.
+func putInTurn(ctx context.Context, put func(context.Context, *record.Message) (core.PutResult, error), msgs []*record.Message) []core.BatchPut {
+	out := make([]core.BatchPut, len(msgs))
+	for i, m := range msgs {
+		out[i].PutResult, out[i].Err = put(ctx, m)
+	}
+	return out
+}
+
 func (f *fakeBackend) Put(ctx context.Context, msg *record.Message) (core.PutResult, error) {
 	if f.slave {
 		return core.PutResult{}, core.ErrSlaveWriteProtected

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
 )
 
 // DefaultMaxConnsPerIP bounds the API connections from one IP address: a
@@ -57,12 +60,8 @@ func LimitListenerPerIP(ln net.Listener, n, perIP int, logger hclog.Logger, reg 
 			Help: "Idle API connections closed to make room for a new one when a connection limit was reached.",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{l.refused, l.evicted} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := errors.Join(promreg.Into(reg, &l.refused), promreg.Into(reg, &l.evicted)); err != nil {
+		return nil, fmt.Errorf("api: registering listener metrics: %w", err)
 	}
 	if logger == nil {
 		logger = hclog.NewNullLogger()

@@ -76,6 +76,11 @@ type errBackend struct {
 	stored bool
 }
 
+// PutBatch puts the messages one after the other (Put does not wait).
+func (e *errBackend) PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+	return putInTurn(ctx, e.Put, msgs)
+}
+
 func (e *errBackend) Put(ctx context.Context, msg *record.Message) (core.PutResult, error) {
 	if !e.stored {
 		return core.PutResult{}, e.err

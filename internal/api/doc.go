@@ -86,13 +86,19 @@
 // # Producer stream
 //
 // POST /replicator.producer.v1.Producer/Put (StreamPath) is a gRPC
-// bidirectional stream (sdk/proto/producerv1, used by the client package),
-// served by grpc.Server.ServeHTTP on the same http.Server: HTTP/2 with prior
-// knowledge on a plain port (http.Server.Protocols), ALPN h2 with TLS. It is
-// mounted with Handle, so the token, the path checks, the connection limits
-// and replicator_http_requests_total{route="stream"} apply; anything but
-// gRPC over HTTP/2 (or a compressed stream) answers 415 JSON. A gRPC
-// message on the wire:
+// bidirectional stream (sdk/proto/producerv1, used by the client package)
+// on the API port, served two ways (see "Connections"): on gRPC's own
+// HTTP/2 transport (grpc.Server.Serve) for the connections a Port hands to
+// it, and by grpc.Server.ServeHTTP behind the http.Server for gRPC over
+// ALPN h2 (clients before producerv1.ALPNProtocol, grpc-go's own TLS
+// credentials). On the second path it is mounted with Handle, so the
+// token, the path checks and replicator_http_requests_total{route=
+// "stream"} apply, and anything but gRPC over HTTP/2 (or a compressed
+// stream) answers 415 JSON; on the first a stream interceptor gives it the
+// same token check (gRPC status Unauthenticated, which is also what a
+// gRPC client makes of the 401), the same auth-failure counts, request
+// metrics (route "stream", code 200 or 401) and debug request line (with
+// transport=grpc). A gRPC message on the wire:
 //
 //	+------+----------------+---------------------------+
 //	| 0x00 | length (4, BE) | PutRequest (protobuf)     |
@@ -102,25 +108,70 @@
 //
 // Each PutRequest holds messages with sequence numbers that grow along the
 // stream (from 1); each message is checked (topic, queue, body size,
-// properties) and put through Backend.Put in its own goroutine, so the sync
-// puts of a batch wait for the slaves together; every taken message gets
-// one Result (in a PutResponse, several per response, in completion order):
+// properties), and the accepted messages of a batch are put together
+// through Backend.PutBatch (one append run and one replica wait for the
+// batch; a batch that waited for in-flight budget goes as two or more) on
+// one of the stream's kept worker goroutines, so the batches of a stream
+// wait for the slaves concurrently; every taken message gets one Result
+// (in a PutResponse, several per response, in completion order):
 // STORED with the status and offsets (and Config.PutOrigin's epoch and
 // broker id), NOT_STORED with a reason (invalid, too large, slave or not
 // master — both with master_api as the JSON 403's —, UNAVAILABLE for
 // ErrNoMaster as the JSON 503 "stored":"no", shutting down, disk full) or
 // MAYBE (fenced after it was stored, an internal error). The
 // stream stops reading when its unanswered messages reach
-// StreamLimits.InflightBytes (or all streams' NodeInflightBytes): a
+// StreamLimits.InflightBytes (or all streams' NodeInflightBytes), and
+// HTTP/2 flow control holds the producer: gRPC's own transport reads at
+// most the stream's window (1 MiB) ahead; behind the http.Server a
 // gatedBody keeps gRPC's handler transport, which would buffer the request
-// body without bound, within one batch of what the stream took, and HTTP/2
-// flow control holds the producer. A batch that does not decode, a
+// body without bound, within one batch of what the stream took. A batch that does not decode, a
 // sequence that does not grow, or too many messages end the stream with
 // InvalidArgument, after the results of the messages already taken, with
 // one log line (replicator_stream_errors_total{reason}); Drain ends streams
 // with Unavailable once their messages are answered. An idle stream ends
-// after StreamLimits.IdleTimeout; a client that does not read its results
-// is cut after StreamLimits.WriteTimeout per response.
+// after StreamLimits.IdleTimeout (behind the http.Server a read deadline;
+// on gRPC's transport, which has none, a timer in the stream that waits
+// while messages are unanswered); a client that does not read its results
+// is cut after StreamLimits.WriteTimeout per response (behind the
+// http.Server the stream's write deadline; on gRPC's transport the
+// connection is closed, with a warning).
+//
+// # Connections
+//
+// A node serves its API with a Port (Server.NewPort): one listener
+// (LimitListenerPerIP below it), one http.Server (Server.HTTPServer's
+// limits) that accepts every connection, does the TLS handshake and reads
+// the first bytes, and one gRPC server (grpc.NewServer) that takes the
+// connections the http.Server hands off through its TLSNextProto hooks:
+//
+//	accept (connection limits) --> http.Server
+//	  cleartext: first bytes == "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+//	             (HTTP/2 prior knowledge, read under ReadHeaderTimeout)
+//	                 yes --> gRPC's transport (the 24 bytes replayed)
+//	                 no  --> HTTP/1.1: JSON routes
+//	  TLS: ALPN, in the server's order of preference
+//	      "replicator-grpc" (producerv1.ALPNProtocol) --> gRPC's transport
+//	      "h2"        --> net/http's HTTP/2: JSON routes, and the stream
+//	                      through grpc.Server.ServeHTTP (older clients)
+//	      "http/1.1"  --> HTTP/1.1: JSON routes
+//
+// net/http's HTTP/2 server is configured in NewPort (x/net/http2) so that
+// the cleartext hook can be replaced: a JSON client using HTTP/2 with
+// prior knowledge on a cleartext port (curl --http2-prior-knowledge)
+// reaches gRPC's transport, which answers 415 (content type not gRPC);
+// curl's defaults (HTTP/1.1 for http://, ALPN h2 or HTTP/1.1 for https://)
+// reach the JSON routes. A handed-off connection counts as busy for the
+// connection limit (never closed to make room) until gRPC closes it: gRPC
+// closes a connection without streams after ServerLimits.IdleTimeout
+// (MaxConnectionIdle). gRPC's transport takes the HTTP/2 limits of the
+// http.Server as options (MaxConcurrentStreams, the 1 MiB stream and 4 MiB
+// connection windows, MaxHeaderBytes as the header list size), bounds the
+// client's preface and settings by ReadHeaderTimeout (ConnectionTimeout),
+// and accepts keepalive pings every 5 s or more, also without streams (the
+// client pings every 10 s). A handed-off connection that opened no stream
+// when it closes (garbage after the preface, silent past the timeout) is
+// logged at debug with the bytes it sent. Port.Shutdown stops both servers
+// gracefully (call Server.Drain first); Port.Close cuts every connection.
 //
 // # Abuse and authentication
 //

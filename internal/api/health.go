@@ -64,10 +64,6 @@ func newHealth(now func() time.Time) *health {
 	return h
 }
 
-func (h *health) collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.diskFull, h.diskFullPuts}
-}
-
 // putFailed records a failed put; it returns whether to log it at ERROR and
 // how many failures of its kind were not logged since the last line.
 func (h *health) putFailed(err error) (log bool, suppressed int, kind string) {

@@ -266,6 +266,11 @@ type fencedBackend struct {
 	stored bool
 }
 
+// PutBatch puts the messages one after the other (Put does not wait).
+func (f *fencedBackend) PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+	return putInTurn(ctx, f.Put, msgs)
+}
+
 func (f *fencedBackend) Put(ctx context.Context, msg *record.Message) (core.PutResult, error) {
 	if !f.stored {
 		return core.PutResult{}, fmt.Errorf("replicator: %w", core.ErrFenced)

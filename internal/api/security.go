@@ -5,11 +5,17 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // openRoutes answer without a token: probes must work without secrets.
@@ -18,33 +24,89 @@ var openRoutes = map[string]bool{"healthz": true, "readyz": true}
 // authenticate wraps h with the bearer-token check.
 func (s *Server) authenticate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		scheme, tok, ok := strings.Cut(auth, " ")
-		if auth == "" || !ok || !strings.EqualFold(scheme, "Bearer") {
-			s.authFail.WithLabelValues("missing").Inc()
-			s.unauthorized(w, r, "missing")
-			return
-		}
-		// Hash both sides so the comparison takes the same time whatever
-		// the lengths.
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
-			s.authFail.WithLabelValues("invalid").Inc()
-			s.unauthorized(w, r, "invalid")
+		if reason := s.checkToken(r.Header.Get("Authorization")); reason != "" {
+			s.authFail.WithLabelValues(reason).Inc()
+			s.unauthorized(w, r, reason)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
+// checkToken checks an Authorization value against Config.Token: "" when
+// it carries the token, else the reason of the refusal (the label of
+// replicator_http_auth_failures_total): missing or invalid.
+func (s *Server) checkToken(auth string) string {
+	scheme, tok, ok := strings.Cut(auth, " ")
+	if auth == "" || !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "missing"
+	}
+	// Hash both sides so the comparison takes the same time whatever the
+	// lengths.
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
+		return "invalid"
+	}
+	return ""
+}
+
+// unauthorizedText is the message of a refused token.
+func unauthorizedText(reason string) string {
+	if reason == "invalid" {
+		return "invalid bearer token"
+	}
+	return "missing bearer token: send Authorization: Bearer <token>"
+}
+
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
 	s.log.Debug("unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", reason)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="replicator"`)
-	msg := "missing bearer token: send Authorization: Bearer <token>"
-	if reason == "invalid" {
-		msg = "invalid bearer token"
+	WriteError(w, http.StatusUnauthorized, unauthorizedText(reason))
+}
+
+// intercept is the native stream's (Port) part of what instrument and
+// ServeHTTP give the JSON routes and the stream served through the
+// http.Server: the token check (the same reasons, metric and log line; the
+// gRPC status Unauthenticated, which a 401 also maps to), the request
+// metrics of route "stream" (code 200, or 401) and the debug request line.
+func (p *Port) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	s := p.s
+	start := s.cfg.Now()
+	ctx := ss.Context()
+	remote := ""
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		remote = pr.Addr.String()
+		if ca, ok := pr.Addr.(*connAddr); ok {
+			ca.conn.streams.Add(1)
+		}
 	}
-	WriteError(w, http.StatusUnauthorized, msg)
+	code := http.StatusOK
+	var err error
+	reason := ""
+	if s.cfg.Token != "" {
+		auth := ""
+		if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+			auth = v[0]
+		}
+		reason = s.checkToken(auth)
+	}
+	if reason != "" {
+		s.authFail.WithLabelValues(reason).Inc()
+		s.log.Debug("unauthorized request", "method", http.MethodPost, "path", info.FullMethod, "remote", remote, "reason", reason)
+		code = http.StatusUnauthorized
+		// The HTTP status in the message too: what a gRPC client says of
+		// the http.Server's 401 on the other path.
+		err = status.Error(codes.Unauthenticated, "401 Unauthorized: "+unauthorizedText(reason))
+	} else {
+		err = handler(srv, ss)
+	}
+	d := s.cfg.Now().Sub(start)
+	s.reqs.WithLabelValues("stream", strconv.Itoa(code)).Inc()
+	s.dur.WithLabelValues("stream").Observe(d.Seconds())
+	if s.log.IsDebug() {
+		s.log.Debug("request", "method", http.MethodPost, "path", info.FullMethod, "code", code, "remote", remote, "duration", d, "transport", "grpc")
+	}
+	return err
 }
 
 // MaxPathBytes bounds a request path; a longer one answers 414.
@@ -124,6 +186,8 @@ func DefaultServerLimits(slaveTimeout time.Duration) ServerLimits {
 // errors (TLS handshake failures, ...) to the server's logger. Serve it on a
 // listener wrapped with LimitListenerPerIP(ln, l.MaxConns, l.MaxConnsPerIP,
 // ...): its ConnState hook tells that listener which connections are idle.
+// Alone it serves the producer stream through grpc.Server.ServeHTTP only;
+// a node serves through NewPort, which adds gRPC's own transport.
 func (s *Server) HTTPServer(l ServerLimits) *http.Server {
 	return &http.Server{
 		Handler:           s,

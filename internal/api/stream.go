@@ -91,9 +91,11 @@ func (l *StreamLimits) defaults() {
 	}
 }
 
-// streamService serves replicator.producer.v1.Producer through the API's
-// http.Server (grpc.Server.ServeHTTP): the same port, TLS, token, connection
-// limit and request metrics as the JSON routes.
+// streamService serves replicator.producer.v1.Producer on the API port:
+// on gRPC's own transport for the connections a Port hands to it
+// (listen.go), and through the API's http.Server (grpc.Server.ServeHTTP)
+// for gRPC over plain ALPN h2: the same TLS, token, connection limit and
+// request metrics as the JSON routes either way.
 type streamService struct {
 	producerv1.UnimplementedProducerServer
 	s      *Server
@@ -145,22 +147,23 @@ func newStreamService(s *Server) *streamService {
 			Help: "Producer streams ended by an error, by reason: malformed (a batch that does not decode), too_large (a batch over the limit), sequence (a sequence that does not grow), batch_size (too many messages), idle, client_gone, shutdown.",
 		}, []string{"reason"}),
 	}
-	ss.grpc = grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxMsg),
-		grpc.MaxSendMsgSize(16<<20),
-		grpc.ForceServerCodecV2(batchCodec{ss.grpcCodec()}),
-	)
+	ss.grpc = grpc.NewServer(ss.serverOptions()...)
 	producerv1.RegisterProducerServer(ss.grpc, ss)
 	return ss
 }
 
+// serverOptions are the options of both gRPC servers of the stream: the
+// one behind the http.Server (ServeHTTP) and the native one (Port).
+func (ss *streamService) serverOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(ss.maxMsg),
+		grpc.MaxSendMsgSize(16 << 20),
+		grpc.ForceServerCodecV2(batchCodec{ss.grpcCodec()}),
+	}
+}
+
 // grpcCodec is gRPC's proto codec.
 func (ss *streamService) grpcCodec() encoding.CodecV2 { return encoding.GetCodecV2(grpcproto.Name) }
-
-func (ss *streamService) collectors() []prometheus.Collector {
-	m := &ss.met
-	return []prometheus.Collector{m.active, m.messages, m.batches, m.batchLen, m.inflight, m.errors}
-}
 
 // httpKey carries the stream's HTTP side into the gRPC handler.
 type httpKey struct{}
@@ -221,28 +224,46 @@ func (ss *streamService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 }
 
-// putResult is one answered message.
+// putResult is answered messages: a job's, or one refused message.
 type putResult struct {
-	r    *producerv1.Result
-	cost int64
+	rs   []*producerv1.Result
+	cost int64 // their in-flight cost
 }
 
 // Put serves one producer stream.
 func (ss *streamService) Put(stream producerv1.Producer_PutServer) error {
 	ctx := stream.Context()
 	h, _ := ctx.Value(httpKey{}).(*streamHTTP)
-	if h == nil {
+	native := h == nil
+	if native {
 		h = &streamHTTP{}
 	}
 	remote := ""
 	var born netip.AddrPort
+	var conn *grpcConn
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr.String()
 		if ap, err := netip.ParseAddrPort(remote); err == nil && ap.Addr().Unmap().Is4() {
 			born = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 		}
+		if ca, ok := p.Addr.(*connAddr); ok {
+			conn = ca.conn
+		}
 	}
 	log := ss.s.log.With("remote", remote)
+	if native && conn != nil {
+		// gRPC's transport has no write deadline: a client that does not
+		// read its results for WriteTimeout loses its connection.
+		ds := &deadlineSender{Producer_PutServer: stream}
+		ds.timer = time.AfterFunc(time.Hour, func() {
+			log.Warn("producer stream: the client read no results for the write timeout; closing its connection", "write_timeout", ss.lim.WriteTimeout)
+			conn.Close()
+		})
+		ds.timer.Stop()
+		ds.timeout = ss.lim.WriteTimeout
+		defer ds.timer.Stop()
+		stream = ds
+	}
 	ss.met.active.Inc()
 	defer ss.met.active.Dec()
 	// Say when this stream ends idle, so that the client closes an idle
@@ -260,7 +281,9 @@ func (ss *streamService) Put(stream producerv1.Producer_PutServer) error {
 		sent:    make(chan struct{}),
 		jobs:    make(chan putJob),
 		putCtx:  context.WithoutCancel(ctx),
+		native:  native,
 	}
+	st.lastBatch.Store(time.Now().UnixNano())
 	go st.sendLoop()
 	err := st.recvLoop(ctx)
 	// Every message taken is answered before the stream ends (the handler
@@ -297,7 +320,23 @@ var (
 	errBatchSize = errors.New("too many messages in a batch")
 	errShutdown  = errors.New("the node is shutting down")
 	errMalformed = errors.New("malformed batch")
+	errIdle      = errors.New("stream idle for too long")
 )
+
+// deadlineSender bounds each Send of a native stream: the timer (its
+// expiry closes the connection) runs while a Send does.
+type deadlineSender struct {
+	producerv1.Producer_PutServer
+	timer   *time.Timer
+	timeout time.Duration
+}
+
+func (d *deadlineSender) Send(r *producerv1.PutResponse) error {
+	d.timer.Reset(d.timeout)
+	err := d.Producer_PutServer.Send(r)
+	d.timer.Stop()
+	return err
+}
 
 // recvBatch is what the stream receives: the codec decodes it and keeps a
 // decoding error here rather than failing the receive, which would end the
@@ -331,6 +370,8 @@ func classifyRecvErr(err error) (reason string, code codes.Code, msg string) {
 		return "batch_size", codes.InvalidArgument, err.Error()
 	case errors.Is(err, errMalformed):
 		return "malformed", codes.InvalidArgument, err.Error()
+	case errors.Is(err, errIdle):
+		return "idle", codes.DeadlineExceeded, err.Error()
 	}
 	if s, ok := status.FromError(err); ok {
 		switch {
@@ -364,6 +405,11 @@ type putStream struct {
 	// no more puts start.
 	takeMu  sync.Mutex
 	stopped bool
+	// native: served by a Port's gRPC server, which has no read deadline:
+	// recvLoop ends the stream IdleTimeout after lastBatch (UnixNano)
+	// while nothing is in flight.
+	native    bool
+	lastBatch atomic.Int64
 }
 
 // recvLoop takes batches until the client half-closes (nil), the stream
@@ -374,15 +420,43 @@ type putStream struct {
 func (st *putStream) recvLoop(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- st.receive(ctx) }()
+	var idle <-chan time.Time
+	if st.native {
+		t := time.NewTimer(st.ss.lim.IdleTimeout)
+		defer t.Stop()
+		idle = t.C
+		for {
+			select {
+			case err := <-errc:
+				return err
+			case <-st.ss.s.drain:
+				return st.stop(errShutdown)
+			case now := <-idle:
+				left := st.ss.lim.IdleTimeout
+				if st.own.Used() == 0 {
+					left = time.Duration(st.lastBatch.Load() + int64(st.ss.lim.IdleTimeout) - now.UnixNano())
+				}
+				if left <= 0 {
+					return st.stop(errIdle)
+				}
+				t.Reset(left)
+			}
+		}
+	}
 	select {
 	case err := <-errc:
 		return err
 	case <-st.ss.s.drain:
-		st.takeMu.Lock()
-		st.stopped = true
-		st.takeMu.Unlock()
-		return errShutdown
+		return st.stop(errShutdown)
 	}
+}
+
+// stop ends the taking of messages with err.
+func (st *putStream) stop(err error) error {
+	st.takeMu.Lock()
+	st.stopped = true
+	st.takeMu.Unlock()
+	return err
 }
 
 // receive is recvLoop's goroutine.
@@ -402,7 +476,11 @@ func (st *putStream) receive(ctx context.Context) error {
 		if b.err != nil {
 			return fmt.Errorf("%w: %w", errMalformed, b.err)
 		}
-		st.http.setReadDeadline(time.Now().Add(st.ss.lim.IdleTimeout))
+		if st.native {
+			st.lastBatch.Store(time.Now().UnixNano())
+		} else {
+			st.http.setReadDeadline(time.Now().Add(st.ss.lim.IdleTimeout))
+		}
 		st.takeMu.Lock()
 		if st.stopped {
 			st.takeMu.Unlock()
@@ -417,6 +495,10 @@ func (st *putStream) receive(ctx context.Context) error {
 }
 
 // take starts the puts of one batch, waiting for in-flight budget first.
+// The messages it accepts are put as one job (Backend.PutBatch: one
+// replica wait for the batch). When the budget makes take wait, the
+// messages accepted so far start first as a job of their own: they hold
+// budget that only their results give back.
 func (st *putStream) take(ctx context.Context, req *producerv1.PutRequest) error {
 	msgs := req.GetMessages()
 	st.ss.met.batches.Inc()
@@ -431,26 +513,54 @@ func (st *putStream) take(ctx context.Context, req *producerv1.PutRequest) error
 		st.lastSeq = m.GetSequence()
 	}
 	drain := st.ss.s.drain
+	var j putJob
+	flush := func() {
+		if len(j.msgs) > 0 {
+			st.puts.Add(1)
+			st.start(j)
+			j = putJob{}
+		}
+	}
+	// noWait makes Acquire fail (budget.ErrStopped) rather than wait.
+	var noWait chan struct{}
+	acquire := func(b *budget.Budget, cost int64) error {
+		if len(j.msgs) > 0 {
+			if noWait == nil {
+				noWait = make(chan struct{})
+				close(noWait)
+			}
+			if b.Acquire(ctx, noWait, cost) == nil {
+				return nil
+			}
+			flush()
+		}
+		return b.Acquire(ctx, drain, cost)
+	}
+	defer flush()
 	for _, m := range msgs {
 		cost := int64(len(m.GetBody())+len(m.GetTopic())) + messageCost
 		for k, v := range m.GetProperties() {
 			cost += int64(len(k) + len(v))
 		}
-		if err := st.own.Acquire(ctx, drain, cost); err != nil {
+		if err := acquire(st.own, cost); err != nil {
 			return st.acquireErr(err)
 		}
-		if err := st.ss.node.Acquire(ctx, drain, cost); err != nil {
+		if err := acquire(st.ss.node, cost); err != nil {
 			st.own.Release(cost)
 			return st.acquireErr(err)
 		}
 		st.ss.met.inflight.Add(float64(cost))
 		msg, res := st.ss.message(m, st.born)
 		if res != nil {
-			st.results <- putResult{r: res, cost: cost}
+			st.results <- putResult{rs: []*producerv1.Result{res}, cost: cost}
 			continue
 		}
-		st.puts.Add(1)
-		st.start(putJob{seq: m.GetSequence(), msg: msg, cost: cost})
+		if j.msgs == nil {
+			j = putJob{seqs: make([]uint64, 0, len(msgs)), msgs: make([]*record.Message, 0, len(msgs)), costs: make([]int64, 0, len(msgs))}
+		}
+		j.seqs = append(j.seqs, m.GetSequence())
+		j.msgs = append(j.msgs, msg)
+		j.costs = append(j.costs, cost)
 	}
 	return nil
 }
@@ -458,17 +568,18 @@ func (st *putStream) take(ctx context.Context, req *producerv1.PutRequest) error
 // maxIdleWorkers bounds the put workers a stream keeps waiting for work.
 const maxIdleWorkers = 1024
 
-// putJob is one put to run.
+// putJob is the messages of a batch to put together, in order, with
+// their sequences and in-flight costs.
 type putJob struct {
-	seq  uint64
-	msg  *record.Message
-	cost int64
+	seqs  []uint64
+	msgs  []*record.Message
+	costs []int64
 }
 
 // start runs j on an idle worker, or on a new one. A put waits for its
-// slaves, so each runs on a goroutine of its own; the goroutines are kept
-// for the stream's next puts because a fresh goroutine grows its stack
-// during every put (7 % of the master's CPU at 64 producers).
+// slaves, so each job runs on a goroutine of its own; the goroutines are
+// kept for the stream's next jobs because a fresh goroutine grows its
+// stack during every put (7 % of the master's CPU at 64 producers).
 func (st *putStream) start(j putJob) {
 	select {
 	case st.jobs <- j:
@@ -495,11 +606,17 @@ func (st *putStream) worker(j putJob) {
 	}
 }
 
-// run stores j's message and queues its result.
+// run stores j's messages and queues their results, in order.
 func (st *putStream) run(j putJob) {
 	defer st.puts.Done()
-	pr, err := st.ss.s.cfg.Backend.Put(st.putCtx, j.msg)
-	st.results <- putResult{r: st.ss.result(j.seq, j.msg.Topic, pr, err), cost: j.cost}
+	out := st.ss.s.cfg.Backend.PutBatch(st.putCtx, j.msgs)
+	rs := make([]*producerv1.Result, len(j.msgs))
+	var cost int64
+	for i := range rs {
+		rs[i] = st.ss.result(j.seqs[i], j.msgs[i].Topic, out[i].PutResult, out[i].Err)
+		cost += j.costs[i]
+	}
+	st.results <- putResult{rs: rs, cost: cost}
 }
 
 func (st *putStream) acquireErr(err error) error {
@@ -515,7 +632,7 @@ func (st *putStream) sendLoop() {
 	defer close(st.sent)
 	var batch []*producerv1.Result
 	for r := range st.results {
-		batch = append(batch[:0], r.r)
+		batch = append(batch[:0], r.rs...)
 		cost := r.cost
 	more:
 		for len(batch) < maxResultsPerResponse {
@@ -524,24 +641,32 @@ func (st *putStream) sendLoop() {
 				if !ok {
 					break more
 				}
-				batch = append(batch, r.r)
+				batch = append(batch, r.rs...)
 				cost += r.cost
 			default:
 				break more
 			}
 		}
-		for _, r := range batch {
-			st.ss.met.messages.WithLabelValues(resultLabel(r)).Inc()
+		// One counter update per run of equal results.
+		for i := 0; i < len(batch); {
+			label, j := resultLabel(batch[i]), i+1
+			for j < len(batch) && resultLabel(batch[j]) == label {
+				j++
+			}
+			st.ss.met.messages.WithLabelValues(label).Add(float64(j - i))
+			i = j
 		}
-		if st.sendErr == nil {
+		for rest := batch; len(rest) > 0 && st.sendErr == nil; {
+			n := min(len(rest), maxResultsPerResponse)
 			st.http.setWriteDeadline(time.Now().Add(st.ss.lim.WriteTimeout))
-			if err := st.stream.Send(&producerv1.PutResponse{Results: batch}); err != nil {
+			if err := st.stream.Send(&producerv1.PutResponse{Results: rest[:n]}); err != nil {
 				st.sendErr = err
 			}
+			rest = rest[n:]
 		}
 		st.own.Release(cost)
-		st.ss.node.Release(cost)
 		st.ss.met.inflight.Sub(float64(cost))
+		st.ss.node.Release(cost)
 	}
 }
 
@@ -649,6 +774,17 @@ func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err
 		return stored(pr.Status)
 	case errors.Is(err, store.ErrFlushDiskTimeout):
 		return stored(core.FlushDiskTimeout)
+	case errors.Is(err, core.ErrBatchAborted):
+		// Not stored: the append of an earlier message of its batch
+		// failed (its cause says why).
+		e := producerv1.Error_ERROR_INTERNAL
+		switch {
+		case errors.Is(err, core.ErrClosed), errors.Is(err, store.ErrClosed):
+			e = producerv1.Error_ERROR_SHUTTING_DOWN
+		case errors.Is(err, syscall.ENOSPC):
+			e = producerv1.Error_ERROR_NO_SPACE
+		}
+		return refuse(e, err.Error())
 	case errors.Is(err, ErrNoMaster):
 		// Before ErrNotMaster, which it wraps: no master to name.
 		return refuse(producerv1.Error_ERROR_UNAVAILABLE, noMasterText(err))

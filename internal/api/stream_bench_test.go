@@ -25,6 +25,11 @@ type countBackend struct {
 	next atomic.Int64
 }
 
+// PutBatch puts the messages one after the other (Put does not wait).
+func (c *countBackend) PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+	return putInTurn(ctx, c.Put, msgs)
+}
+
 func (c *countBackend) Put(_ context.Context, msg *record.Message) (core.PutResult, error) {
 	size := int64(recOverhead + len(msg.Body))
 	end := c.next.Add(size)

@@ -57,7 +57,21 @@ func (p *flapProxy) accept() {
 	}
 }
 
+// cut closes the connections open now; it first waits for one: a slave's
+// dial completes (and its hooks may run) before the proxy's Accept returns.
 func (p *flapProxy) cut() {
+	deadline := time.Now().Add(10 * time.Second)
+	p.mu.Lock()
+	for len(p.conns) == 0 && time.Now().Before(deadline) {
+		p.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		p.mu.Lock()
+	}
+	p.mu.Unlock()
+	p.closeConns()
+}
+
+func (p *flapProxy) closeConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
@@ -68,7 +82,7 @@ func (p *flapProxy) cut() {
 
 func (p *flapProxy) close() {
 	p.ln.Close()
-	p.cut()
+	p.closeConns()
 	p.wg.Wait()
 }
 

@@ -215,11 +215,8 @@ func (n *Node) memberRoleChanged(rc member.RoleChange) {
 // checked before and after), with a put refused for want of a master
 // marked api.ErrNoMaster (503, not stored).
 func (n *Node) memberPut(ctx context.Context, msg *record.Message) (core.PutResult, error) {
-	res, err := n.member.Put(ctx, msg)
-	if err == nil || errors.Is(err, core.ErrFenced) || !errors.Is(err, core.ErrNotMaster) {
-		return res, err
-	}
-	return res, notMasterPutErr(n.member.Status(), err)
+	out := n.memberPutBatch(ctx, []*record.Message{msg})
+	return out[0].PutResult, out[0].Err
 }
 
 // notMasterPutErr is the error of a put a controller-mode member refused

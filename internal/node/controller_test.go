@@ -1,11 +1,9 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -14,69 +12,16 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/replicatorhq/replicator/controller/embedetcd"
 	"github.com/replicatorhq/replicator/controller/etcdstore"
 	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/internal/ctltest"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 )
-
-// freeAddr is a free 127.0.0.1 port (the HA address of a controller-mode
-// node must be fixed: it is registered before the listener opens).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startEtcd runs an embedded etcd member whose shortest lease is 1 s and
-// a supervisor of its groups, and returns a controller store on a client
-// of its own.
-func startEtcd(t *testing.T) *etcdstore.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", ElectionMs: 500, TickMs: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	st, err := etcdstore.New(etcdstore.Config{Client: cli})
-	if err != nil {
-		cli.Close()
-		srv.Close()
-		t.Fatal(err)
-	}
-	// The controller process's supervisor: elections on lease expiry.
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		st.Supervise(sctx, "", nil)
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-done
-		cli.Close()
-		srv.Close()
-	})
-	return st
-}
 
 // controllerNode is the configuration of node id of group "g" on store.
 func controllerNode(t *testing.T, store *etcdstore.Store, dir string, id int64, exts ...Extension) Config {
 	return Config{Role: core.SyncMaster, PromoteRole: core.SyncMaster, Protocol: core.ProtocolAutoSwitch, BrokerID: id,
-		DataDir: filepath.Join(dir, fmt.Sprint(id)), Listen: "127.0.0.1:0", HAListen: freeAddr(t), SegmentSize: 1 << 20,
+		DataDir: filepath.Join(dir, fmt.Sprint(id)), Listen: "127.0.0.1:0", HAListen: ctltest.FreeAddr(t), SegmentSize: 1 << 20,
 		SlaveTimeout: 3 * time.Second, ReconnectDelay: 50 * time.Millisecond, Registry: pluginhost.Builtin(), Version: "test",
 		Extensions: exts, Controller: &ControllerConfig{Store: store, Group: "g", LeaseTTL: time.Second}}
 }
@@ -118,7 +63,7 @@ func TestControllerConfigChecks(t *testing.T) {
 // stopped master revokes its lease and the other node takes over at
 // once, at a higher epoch.
 func TestControllerModeInProcess(t *testing.T) {
-	store := startEtcd(t)
+	store := ctltest.StartController(t)
 	dir := t.TempDir()
 	hc := &http.Client{Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer hc.CloseIdleConnections()

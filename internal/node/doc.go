@@ -62,9 +62,11 @@
 // (ServerTLS loads the PEM files; a client CA makes it mutual) and
 // Config.APIToken requires a bearer token on every route but the probes.
 // Config.HATLS, HAAllow, HAAllowClientNames, HAMaxConns and HAMaxConnsPerIP
-// are handed to the builtin tcp transport (a master's listener or a slave's
-// dialer); with another transport plugin, TLS and allow lists refuse to
-// start and the limits are left to that plugin. Config.MasterAPIClient
+// reach the transport as a transport.Security through its
+// transport.Securer capability (a master's listener or a slave's dialer),
+// whichever plugin provides it: the builtin tcp transport has it; with a
+// transport without it, TLS and allow lists refuse to start and the limits
+// are left to that transport (one log line). Config.MasterAPIClient
 // (APIClient: TLS plus a TokenTransport) is what a slave's extensions use to
 // call the master's API. The API listener is bounded by
 // api.DefaultMaxConns and api.DefaultMaxConnsPerIP (Config.APIMaxConns,

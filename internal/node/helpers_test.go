@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,25 @@ func startNode(t *testing.T, cfg Config) *started {
 	}
 	t.Cleanup(func() { s.stop() })
 	return s
+}
+
+// putMessages stores "m0" to "m<n-1>" on topic T through the API at url
+// and returns the last answer.
+func putMessages(t *testing.T, hc *http.Client, url string, n int) api.PutAnswer {
+	t.Helper()
+	var last api.PutAnswer
+	for i := range n {
+		resp, err := hc.Post(url+"/v1/topics/T/messages", "", strings.NewReader(fmt.Sprint("m", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&last)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err != nil {
+			t.Fatalf("put %d: %d %v", i, resp.StatusCode, err)
+		}
+	}
+	return last
 }
 
 // eventually polls cond until it holds or the deadline passes.

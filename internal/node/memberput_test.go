@@ -20,6 +20,15 @@ import (
 // refusingBackend is an api.Backend whose every put fails with err.
 type refusingBackend struct{ err error }
 
+// PutBatch refuses every message with err.
+func (b refusingBackend) PutBatch(_ context.Context, msgs []*record.Message) []core.BatchPut {
+	out := make([]core.BatchPut, len(msgs))
+	for i := range out {
+		out[i].Err = b.err
+	}
+	return out
+}
+
 func (b refusingBackend) Put(context.Context, *record.Message) (core.PutResult, error) {
 	return core.PutResult{}, b.err
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 	"github.com/replicatorhq/replicator/internal/promreg"
-	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
@@ -93,8 +92,9 @@ type Config struct {
 	APIMaxConnsPerIP int
 	APIIdleTimeout   time.Duration
 
-	// HA security, applied by the builtin tcp transport (another transport
-	// plugin refuses to start with them). Master: HATLS makes the HA port
+	// HA security, applied through the transport's transport.Securer
+	// capability (the builtin tcp transport has it; a transport without it
+	// refuses to start with TLS or allow lists). Master: HATLS makes the HA port
 	// speak TLS (with ClientAuth set, slaves need certificates);
 	// HAAllow lists the peer networks allowed to connect (empty: all);
 	// HAAllowClientNames lists the client-certificate names allowed;
@@ -107,7 +107,7 @@ type Config struct {
 	HAMaxConns         int
 	HAMaxConnsPerIP    int
 	// HAMaxTransferRate bounds the bytes per second the master sends on
-	// each HA connection (tcptransport.Options.MaxTransferRate, RocketMQ
+	// each HA connection (transport.Security.MaxTransferRate, RocketMQ
 	// FlowMonitor; 0: no limit).
 	HAMaxTransferRate int64
 	// HAIdleTimeout closes an HA connection that read nothing this long
@@ -154,14 +154,22 @@ type Config struct {
 	HAClientTLS *tls.Config
 }
 
-// haSecured reports whether cfg asks the transport for TLS or access
-// control; haLimited whether it asks for connection limits.
-func (cfg *Config) haSecured() bool {
-	return cfg.HATLS != nil || cfg.HAClientTLS != nil || len(cfg.HAAllow) > 0 || len(cfg.HAAllowClientNames) > 0
-}
-
-func (cfg *Config) haLimited() bool {
-	return cfg.Role != core.Slave && (cfg.HAMaxConns > 0 || cfg.HAMaxConnsPerIP > 0 || cfg.HAMaxTransferRate > 0)
+// haSecurity is what cfg asks of the HA transport: a slave dials with
+// HATLS; a master (or a node that may become one) serves HATLS, dials with
+// HAClientTLS and applies the allow lists and limits.
+func (cfg *Config) haSecurity() transport.Security {
+	if cfg.Role == core.Slave {
+		return transport.Security{ClientTLS: cfg.HATLS}
+	}
+	return transport.Security{
+		ServerTLS:        cfg.HATLS,
+		ClientTLS:        cfg.HAClientTLS,
+		Allow:            cfg.HAAllow,
+		AllowClientNames: cfg.HAAllowClientNames,
+		MaxConns:         cfg.HAMaxConns,
+		MaxConnsPerIP:    cfg.HAMaxConnsPerIP,
+		MaxTransferRate:  cfg.HAMaxTransferRate,
+	}
 }
 
 // Extension adds routes and background work to a node (for example the
@@ -222,7 +230,7 @@ type Node struct {
 	master   *core.Master
 	slave    *core.SlaveNode
 	api      *api.Server
-	srv      *http.Server
+	srv      *api.Port
 	ln       net.Listener
 	unlock   func()
 	ready    chan struct{}
@@ -325,13 +333,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return err
 	}
 	serveErr := make(chan error, 1)
-	go func() {
-		if n.cfg.APITLS != nil {
-			serveErr <- n.srv.ServeTLS(n.ln, "", "")
-			return
-		}
-		serveErr <- n.srv.Serve(n.ln)
-	}()
+	go func() { serveErr <- n.srv.Serve(n.ln) }()
 	if n.slave != nil {
 		n.startBehindCheck() // masterbehind.go: a classic slave's master-log check
 	}
@@ -559,7 +561,7 @@ func (n *Node) newAPI(put putFunc) error {
 		storeHost = ap
 	}
 	acfg := api.Config{
-		Backend:      &backend{Store: n.st, put: put, status: n.status},
+		Backend:      &backend{Store: n.st, put: put, putBatch: n.batchPut(), status: n.status},
 		Gatherer:     n.reg,
 		Registerer:   n.reg,
 		Logger:       n.log.Named("http"),
@@ -633,8 +635,9 @@ func (n *Node) onMasterConnect(f func()) {
 	}
 }
 
-// newHTTPServer bounds the API listener and builds the HTTP server: long
-// polls wait up to api.MaxWait, sync puts up to the slave timeout.
+// newHTTPServer bounds the API listener and builds the API port (the HTTP
+// server, and gRPC's own transport for the producer stream): long polls
+// wait up to api.MaxWait, sync puts up to the slave timeout.
 func (n *Node) newHTTPServer() error {
 	cfg := &n.cfg
 	limits := api.DefaultServerLimits(cfg.SlaveTimeout)
@@ -651,46 +654,37 @@ func (n *Node) newHTTPServer() error {
 	if n.ln, err = api.LimitListenerPerIP(n.ln, limits.MaxConns, limits.MaxConnsPerIP, n.log.Named("http"), n.reg); err != nil {
 		return fmt.Errorf("node: API listener: %w", err)
 	}
-	n.srv = n.api.HTTPServer(limits)
-	if cfg.APITLS != nil {
-		n.srv.TLSConfig = cfg.APITLS.Clone()
+	if n.srv, err = n.api.NewPort(limits, cfg.APITLS); err != nil {
+		return fmt.Errorf("node: API server: %w", err)
 	}
 	return nil
 }
 
-// secureTransport applies the HA security options and connection limits to
-// the builtin tcp transport. Another transport cannot take them: with TLS or
-// an allow list the node refuses to start rather than run the HA port
-// unprotected; connection limits are left to that transport, with a log line.
+// secureTransport applies the HA security options and connection limits
+// through the transport's transport.Securer capability, whatever plugin
+// provides it. A transport without that capability cannot take them: with
+// TLS or an allow list the node refuses to start rather than run the HA
+// port unprotected; connection limits are left to that transport, with a
+// log line.
 func (n *Node) secureTransport(tr transport.Transport) (transport.Transport, error) {
 	cfg := &n.cfg
-	if !cfg.haSecured() && !cfg.haLimited() {
+	sec := cfg.haSecurity()
+	if !sec.Protected() && !sec.Limited() {
 		return tr, nil
 	}
-	tcp, ok := tr.(*tcptransport.Transport)
+	securer, ok := tr.(transport.Securer)
 	if !ok {
-		if cfg.haSecured() {
-			return nil, fmt.Errorf("node: HA TLS and allow lists need the builtin tcp transport, not the %q plugin", cfg.TransportPlugin)
+		if sec.Protected() {
+			return nil, fmt.Errorf("node: HA TLS and allow lists need a transport that applies them (transport.Securer), which the %q plugin is not", cfg.TransportPlugin)
 		}
-		n.log.Info("HA connection limits are applied by the builtin tcp transport only; not by this one", "transport", cfg.TransportPlugin)
+		n.log.Info("HA connection limits are left to the transport, which does not take them", "transport", cfg.TransportPlugin)
 		return tr, nil
 	}
-	o := tcp.Options()
-	if cfg.Role == core.Slave {
-		o.ClientTLS = cfg.HATLS
-	} else {
-		o.ClientTLS = cfg.HAClientTLS
-		o.ServerTLS = cfg.HATLS
-		o.Allow = cfg.HAAllow
-		o.AllowClientNames = cfg.HAAllowClientNames
-		o.MaxConns = cfg.HAMaxConns
-		o.MaxConnsPerIP = cfg.HAMaxConnsPerIP
-		o.MaxTransferRate = cfg.HAMaxTransferRate
-	}
-	if err := o.Validate(); err != nil {
+	secured, err := securer.Secure(sec)
+	if err != nil {
 		return nil, fmt.Errorf("node: HA transport: %w", err)
 	}
-	return tcptransport.New(o), nil
+	return secured, nil
 }
 
 // closeAll releases whatever start acquired, in reverse order.
@@ -858,15 +852,64 @@ func (n *Node) registerMetrics() error {
 	return nil
 }
 
-// backend adapts a store and a put function to api.Backend.
+// backend adapts a store and the put and batch put of the node's
+// replication core to api.Backend.
 type backend struct {
 	store.Store
-	put    func(context.Context, *record.Message) (core.PutResult, error)
-	status func() api.Status
+	put      putFunc
+	putBatch func(context.Context, []*record.Message) []core.BatchPut
+	status   func() api.Status
 }
 
 func (b *backend) Put(ctx context.Context, msg *record.Message) (core.PutResult, error) {
 	return b.put(ctx, msg)
+}
+
+func (b *backend) PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+	return b.putBatch(ctx, msgs)
+}
+
+// batchPut is the batch put of the node's replication core, the API's
+// PutBatch: the member's (memberPutBatch), the autoswitch replica's or
+// the classic master's, each one append run and one replica wait per
+// batch; a classic slave refuses each message as its Put does (at once).
+func (n *Node) batchPut() func(context.Context, []*record.Message) []core.BatchPut {
+	switch {
+	case n.member != nil:
+		return n.memberPutBatch
+	case n.replica != nil:
+		return n.replica.PutBatch
+	case n.master != nil:
+		return n.master.PutBatch
+	}
+	s := n.slave
+	return func(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+		out := make([]core.BatchPut, len(msgs))
+		for i, msg := range msgs {
+			out[i].PutResult, out[i].Err = s.Put(ctx, msg)
+		}
+		return out
+	}
+}
+
+// memberPutBatch is memberPut for a batch: Member.PutBatch, whose
+// core.ErrNotMaster refusals become notMasterPutErr's errors (the
+// member's status read once for the batch).
+func (n *Node) memberPutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut {
+	out := n.member.PutBatch(ctx, msgs)
+	var st *member.Status
+	for i := range out {
+		err := out[i].Err
+		if err == nil || errors.Is(err, core.ErrFenced) || !errors.Is(err, core.ErrNotMaster) {
+			continue
+		}
+		if st == nil {
+			s := n.member.Status()
+			st = &s
+		}
+		out[i].Err = notMasterPutErr(*st, err)
+	}
+	return out
 }
 func (b *backend) Status() api.Status { return b.status() }
 

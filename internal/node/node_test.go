@@ -20,27 +20,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// runNode starts a node in this process and returns its API URL and a
-// function that stops it and returns Run's error.
+// runNode starts a node in this process (startNode) and returns its API
+// URL and a function that stops it and returns Run's error.
 func runNode(t *testing.T, cfg Config) (string, func() error) {
 	t.Helper()
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	select {
-	case <-n.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("node did not start: %v", err)
-	}
-	return "http://" + n.Addr(), func() error {
-		cancel()
-		return <-done
-	}
+	s := startNode(t, cfg)
+	return "http://" + s.n.Addr(), s.stop
 }
 
 func getJSON(t *testing.T, hc *http.Client, url string, v any) {
@@ -89,18 +74,7 @@ func TestNodeInProcess(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	var last api.PutAnswer
-	for i := range 50 {
-		resp, err := hc.Post(mURL+"/v1/topics/T/messages", "", strings.NewReader(fmt.Sprint("m", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&last)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || err != nil {
-			t.Fatalf("put %d: %d %v", i, resp.StatusCode, err)
-		}
-	}
+	last := putMessages(t, hc, mURL, 50)
 	getJSON(t, hc, mURL+"/v1/status", &mst)
 	// Long polls on the last record: each returns as soon as the slave's
 	// log grows past its start.

@@ -3,7 +3,6 @@ package proctest
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replicatorhq/replicator/internal/freeport"
 )
 
 // Poll settings for waiting on other processes.
@@ -73,24 +74,7 @@ func Poll(timeout time.Duration, cond func() error) error {
 }
 
 // FreeAddrs returns n distinct free 127.0.0.1 TCP addresses.
-func FreeAddrs(n int) ([]string, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("proctest: free port: %w", err)
-		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
-}
+func FreeAddrs(n int) ([]string, error) { return freeport.Addrs(n) }
 
 // Proc is a replicator process. Its methods are for the test goroutine;
 // Exited may be called from any goroutine.

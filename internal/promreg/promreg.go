@@ -30,3 +30,15 @@ func Register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
 	}
 	return c, nil
 }
+
+// Into registers *dst on r as Register does and stores the collector to use
+// in *dst: the one already registered in its place, when there is one, so
+// that the caller counts in the shared series.
+func Into[C prometheus.Collector](r prometheus.Registerer, dst *C) error {
+	c, err := Register(r, *dst)
+	if err != nil {
+		return err
+	}
+	*dst = c
+	return nil
+}

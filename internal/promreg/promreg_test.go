@@ -33,3 +33,32 @@ func TestRegisterReusesTheRegisteredCollector(t *testing.T) {
 		t.Fatalf("nil registry: %v %v", got, err)
 	}
 }
+
+func TestIntoReplacesWithTheSharedCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	opts := prometheus.CounterOpts{Name: "replicator_test_into_total", Help: "Into."}
+	a, b := prometheus.NewCounter(opts), prometheus.NewCounter(opts)
+	if err := Into(reg, &a); err != nil {
+		t.Fatal(err)
+	}
+	first := a
+	if err := Into(reg, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b != first {
+		t.Fatal("the second Into did not hand back the registered counter")
+	}
+	a.Inc()
+	b.Inc()
+	if n, err := testutil.GatherAndCount(reg, "replicator_test_into_total"); err != nil || n != 1 {
+		t.Fatalf("series: %d, %v", n, err)
+	}
+	if got := testutil.ToFloat64(first); got != 2 {
+		t.Fatalf("shared counter = %v, want 2", got)
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "replicator_test_into_total", Help: "Into."})
+	keep := g
+	if err := Into(reg, &g); err == nil || g != keep {
+		t.Fatalf("a gauge under a counter's name: err %v, dst changed %v", err, g != keep)
+	}
+}

@@ -3,7 +3,6 @@ package commitlog
 import (
 	"fmt"
 	"path/filepath"
-	"syscall"
 
 	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 )
@@ -57,7 +56,7 @@ func (l *Log) setupAllocDir() error {
 
 // sameFileSystem reports whether two directories are on one file system,
 // where a rename between them is possible and atomic. A file system that
-// does not say (no syscall.Stat_t) is taken as one.
+// does not say (no device number: see device) is taken as one.
 func sameFileSystem(fsys vfs.FS, a, b string) (bool, error) {
 	fa, err := fsys.Stat(a)
 	if err != nil {
@@ -67,9 +66,9 @@ func sameFileSystem(fsys vfs.FS, a, b string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("stat %s: %w", b, err)
 	}
-	sa, oka := fa.Sys().(*syscall.Stat_t)
-	sb, okb := fb.Sys().(*syscall.Stat_t)
-	return !oka || !okb || sa.Dev == sb.Dev, nil
+	da, oka := device(fa)
+	db, okb := device(fb)
+	return !oka || !okb || da == db, nil
 }
 
 // inPlace reports whether segments are created under their final names

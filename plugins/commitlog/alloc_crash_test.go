@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -92,7 +91,7 @@ func TestAllocCrashChild(t *testing.T) {
 	var n atomic.Int64
 	o.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if match(op) && n.Add(1) == int64(occ) {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			killSelf()
 			select {} // the signal is on its way
 		}
 		return nil
@@ -185,7 +184,7 @@ func TestCommitLogAllocCrash(t *testing.T) {
 			if !errors.As(err, &ee) {
 				t.Fatalf("the child was not killed at %v #%d: %v\n%s%s", c.step, c.occ, err, out, stderr.Bytes())
 			}
-			if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			if !killedHard(ee) {
 				t.Fatalf("the child ended with %v, not SIGKILL at %v #%d\n%s%s", err, c.step, c.occ, out, stderr.Bytes())
 			}
 			acked := 0

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -286,13 +285,4 @@ func BenchmarkReplicaAppendFrom(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(len(src)/1000), "cpu-ns/KB")
-}
-
-// processCPU is this process's user + system time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

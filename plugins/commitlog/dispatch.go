@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -167,6 +168,9 @@ func walkSpan(b []byte, base, segEnd, limit int64, path string, set func(topic [
 			off = segEnd
 			continue
 		}
+		if short(b[off-base:]) {
+			return off, ts, seen, nil
+		}
 		info, err := record.VerifyHeader(b[off-base:])
 		if errors.Is(err, record.ErrShort) {
 			return off, ts, seen, nil
@@ -189,6 +193,22 @@ func walkSpan(b []byte, base, segEnd, limit int64, path string, set func(topic [
 		ts, seen = info.StoreTimestamp, true
 	}
 	return off, ts, seen, nil
+}
+
+// short reports, without building an error, what record.VerifyHeader
+// reports as record.ErrShort for a message record: b ends before the
+// header or before the TOTALSIZE a valid magic code and length declare. A
+// walk over the bytes a frame delivered ends at such a partial record
+// once per frame; VerifyHeader's wrapped error there cost a formatted
+// allocation each time (docs/benchmarks.md). Anything else is left to
+// VerifyHeader, so errors and fillers are judged in one place.
+func short(b []byte) bool {
+	if len(b) < record.FillerSize {
+		return true
+	}
+	be := binary.BigEndian
+	total := int32(be.Uint32(b))
+	return be.Uint32(b[4:]) == record.MagicCode && total >= record.MinRecordSize && int64(total) > int64(len(b))
 }
 
 // Inline dispatch. A catch-up's frames reach AppendAtFrom one after the

@@ -1,12 +1,16 @@
 package commitlog
 
 import (
+	"encoding/binary"
+	"errors"
 	"maps"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
+	"github.com/replicatorhq/replicator/sdk/record"
 )
 
 // dispatchState reads the dispatched offset and a copy of the queue table.
@@ -133,4 +137,50 @@ func TestDispatchInline(t *testing.T) {
 	if c.Scan != mend || !maps.EqualFunc(c.Queues, want, maps.Equal) {
 		t.Fatalf("checkpoint after Close: scan %d (want %d), queues %v (want %v)", c.Scan, mend, c.Queues, want)
 	}
+}
+
+// TestShortMatchesVerifyHeader: the inline walk's allocation-free check
+// for a partial record says short exactly where record.VerifyHeader
+// returns record.ErrShort, for every prefix of a record and of a filler,
+// and never for a whole record followed by more bytes.
+func TestShortMatchesVerifyHeader(t *testing.T) {
+	rec, err := record.Encode(nil, testMsg("T", 1, 300, 7), 3, 4096, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := make([]byte, 64)
+	binary.BigEndian.PutUint32(filler, 64)
+	binary.BigEndian.PutUint32(filler[4:], record.BlankMagic)
+	for _, whole := range [][]byte{rec, append(slices.Clone(rec), rec...), filler} {
+		for n := 0; n <= len(whole); n++ {
+			b := whole[:n]
+			_, verr := record.VerifyHeader(b)
+			if got, want := short(b), errors.Is(verr, record.ErrShort); got != want {
+				t.Fatalf("%d of %d bytes: short %v, VerifyHeader %v", n, len(whole), got, verr)
+			}
+		}
+	}
+	if short(rec) {
+		t.Fatalf("a whole record (%d bytes) is short", len(rec))
+	}
+}
+
+// FuzzShort: whatever the bytes, short never claims a partial record
+// where record.VerifyHeader would not (it would hide a corrupt record
+// or a filler from the walk), and agrees with it on the usual case.
+func FuzzShort(f *testing.F) {
+	rec, err := record.Encode(nil, testMsg("T", 1, 300, 7), 3, 4096, 5)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(rec)
+	f.Add(rec[:100])
+	f.Add(rec[:5])
+	f.Add([]byte{0, 0, 0, 64, 0xCB, 0xD4, 0x31, 0x94})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, verr := record.VerifyHeader(b)
+		if got, want := short(b), errors.Is(verr, record.ErrShort); got != want {
+			t.Fatalf("% x: short %v, VerifyHeader %v", b[:min(len(b), 16)], got, verr)
+		}
+	})
 }

@@ -1,10 +1,23 @@
 package commitlog
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replicatorhq/replicator/internal/promreg"
+)
+
+// metrics are a log's collectors, registered as one prometheus.Collector
+// under the host's one registration policy (internal/promreg): the first
+// log on a registry registers its set, and every further log on that
+// registry takes the registered set instead of failing. The counters and
+// the flush histogram then hold the sum of the logs; a gauge (segments,
+// max and flushed offset) shows the log that set it last, so a process
+// that runs several logs and wants each one's gauges gives each its own
+// registry (or prometheus.WrapRegistererWith a label). The set leaves the
+// registry when the last log using it closes.
 type metrics struct {
-	reg           prometheus.Registerer
-	collectors    []prometheus.Collector
 	appendedBytes prometheus.Counter
 	appended      prometheus.Counter
 	flushes       prometheus.Counter
@@ -15,6 +28,11 @@ type metrics struct {
 	flushedOffset prometheus.Gauge
 	truncations   prometheus.Counter
 	retained      prometheus.Counter
+
+	mu    sync.Mutex
+	reg   prometheus.Registerer // nil: not registered
+	users int                   // open logs using this set
+	gone  bool                  // unregistered by its last log
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,29 +59,55 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retained: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retention_deleted_segments_total",
 			Help: "Segments deleted by retention."}),
 	}
-	m.collectors = []prometheus.Collector{m.appendedBytes, m.appended, m.flushes, m.flushDuration, m.flushTimeouts,
-		m.segments, m.maxOffset, m.flushedOffset, m.truncations, m.retained}
 	if reg == nil {
 		return m, nil
 	}
-	for i, c := range m.collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.collectors[:i] {
-				reg.Unregister(done)
-			}
+	for {
+		shared, err := promreg.Register(reg, m)
+		if err != nil {
 			return nil, err
 		}
+		shared.mu.Lock()
+		if !shared.gone {
+			shared.reg = reg
+			shared.users++
+			shared.mu.Unlock()
+			return shared, nil
+		}
+		// Its last log unregistered it meanwhile: register again.
+		shared.mu.Unlock()
 	}
-	m.reg = reg
-	return m, nil
 }
 
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.appendedBytes, m.appended, m.flushes, m.flushDuration, m.flushTimeouts,
+		m.segments, m.maxOffset, m.flushedOffset, m.truncations, m.retained}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// unregister ends one log's use of the set; the last one takes it off the
+// registry.
 func (m *metrics) unregister() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.reg == nil {
 		return
 	}
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
+	if m.users--; m.users == 0 {
+		m.reg.Unregister(m)
+		m.reg, m.gone = nil, true
 	}
-	m.reg = nil
 }

@@ -81,7 +81,9 @@ type Options struct {
 	Prefault bool
 	// Logger receives recovery, truncation and retention events; nil = none.
 	Logger hclog.Logger
-	// Registerer receives the metrics; nil = none. Close unregisters them.
+	// Registerer receives the metrics; nil = none. Logs on one registry
+	// share the series (counters sum; see metrics); the last Close
+	// unregisters them.
 	Registerer prometheus.Registerer
 	// Now is the clock for store timestamps and retention ages; nil = time.Now.
 	Now func() time.Time

@@ -10,7 +10,6 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 
 	"github.com/replicatorhq/replicator/plugins/commitlog/vfs"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -171,7 +170,7 @@ func (s *segment) populate() {
 // It reports false when the kernel lacks MADV_POPULATE_WRITE (Linux < 5.14).
 func (s *segment) populateFrom(from int64) bool {
 	from &^= pageSize - 1
-	return unix.Madvise(s.data[from:], unix.MADV_POPULATE_WRITE) == nil
+	return populateWrite(s.data[from:]) == nil
 }
 
 // prefaultChunk populates the next chunk bytes of the segment that nobody
@@ -194,7 +193,7 @@ func (s *segment) prefaultChunk(from, chunk int64) bool {
 		if !s.popTo.CompareAndSwap(cur, hi) {
 			continue
 		}
-		if unix.Madvise(s.data[lo:hi], unix.MADV_POPULATE_WRITE) != nil {
+		if populateWrite(s.data[lo:hi]) != nil {
 			s.popTo.Store(s.size)
 			return false
 		}
@@ -209,7 +208,7 @@ func (s *segment) mapForRead(from, to int64) {
 	from &^= pageSize - 1
 	to = min((to+pageSize-1)&^(pageSize-1), s.size)
 	if to > from {
-		unix.Madvise(s.data[from:to], unix.MADV_POPULATE_READ)
+		populateRead(s.data[from:to])
 	}
 }
 
@@ -223,7 +222,7 @@ func (s *segment) release(lo, hi int64) {
 	if hi <= lo {
 		return
 	}
-	if err := unix.Madvise(s.data[lo:hi], unix.MADV_DONTNEED); err != nil {
+	if err := dontNeed(s.data[lo:hi]); err != nil {
 		s.log.Debug("madvise DONTNEED", "file", s.path, "error", err)
 	}
 }

@@ -77,6 +77,8 @@
 // With Options.Registerer the store exports replicator_metadata_documents,
 // replicator_metadata_stored_bytes and
 // replicator_metadata_refused_writes_total{reason="documents"|"total_size"}.
+// Stores on one registry share these series (internal/promreg's policy):
+// refusals sum, and the two gauges are sums over the stores open there.
 //
 // Store methods are safe for concurrent use. One mutex serialises
 // everything: reads are served from memory but wait for a write in

@@ -89,34 +89,31 @@ func NewHandler(cfg HandlerConfig) (http.Handler, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	h := &handler{cfg: cfg, log: cfg.Logger.Named("metadata-http"), mux: http.NewServeMux()}
-	// Patterns without methods: the handler answers other methods itself,
-	// with a JSON 405 (ServeMux's own 405 is plain text).
-	h.mux.Handle(APIPath, methods{http.MethodGet: h.list})
-	h.mux.Handle(apiPrefix+"{name}", methods{http.MethodGet: h.get, http.MethodPut: h.put, http.MethodDelete: h.delete})
+	h.routes(h.mux)
 	return h, nil
 }
 
-// methods routes by request method; GET routes take HEAD too; other methods
-// answer 405 with an Allow header and a JSON message.
-type methods map[string]http.HandlerFunc
+// routes mounts the API on mux as Go 1.22 ServeMux patterns, one per
+// method (a GET pattern takes HEAD too). The method-less patterns on the
+// same paths take every other method and answer a JSON 405 with an Allow
+// header (ServeMux's own 405 is plain text).
+func (h *handler) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+APIPath, h.list)
+	mux.HandleFunc("GET "+apiPrefix+"{name}", h.get)
+	mux.HandleFunc("PUT "+apiPrefix+"{name}", h.put)
+	mux.HandleFunc("DELETE "+apiPrefix+"{name}", h.delete)
+	mux.Handle(APIPath, notAllowed(http.MethodGet))
+	mux.Handle(apiPrefix+"{name}", notAllowed(http.MethodGet, http.MethodPut, http.MethodDelete))
+}
 
-func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f, ok := m[r.Method]
-	if !ok && r.Method == http.MethodHead {
-		f, ok = m[http.MethodGet]
+// notAllowed answers 405 with an Allow header listing allow and a JSON
+// message.
+func notAllowed(allow ...string) http.HandlerFunc {
+	list := strings.Join(allow, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", list)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("metadata: method %s not allowed (use %s)", r.Method, list))
 	}
-	if ok {
-		f(w, r)
-		return
-	}
-	allow := make([]string, 0, len(m))
-	for _, k := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
-		if _, ok := m[k]; ok {
-			allow = append(allow, k)
-		}
-	}
-	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("metadata: method %s not allowed (use %s)", r.Method, strings.Join(allow, ", ")))
 }
 
 // ServeHTTP checks the document name in the raw path first, so that every

@@ -107,6 +107,7 @@ type Store struct {
 	closed bool
 
 	refused *prometheus.CounterVec // refused writes by reason: documents, total_size
+	met     *storeMetrics          // nil without a Registerer
 	broken  error                  // a failed commit left disk and memory apart; Open again
 
 	// crashHook, set by tests only, is called at each step of a write; when
@@ -166,6 +167,9 @@ func Open(dir string, opts Options) (*Store, error) {
 				return nil, err
 			}
 		}
+	}
+	if s.met != nil {
+		s.met.add(s)
 	}
 	return s, nil
 }
@@ -486,43 +490,6 @@ func (s *Store) refusedInc(reason string) {
 	}
 }
 
-// registerMetrics registers the store's gauges and counter on reg (nil:
-// none).
-func (s *Store) registerMetrics(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "replicator_metadata_refused_writes_total",
-		Help: "Metadata writes (PUT, a slave's apply) refused by the store limits, by reason: documents (--metadata-max-documents) or total_size (--metadata-max-total-size).",
-	}, []string{"reason"})
-	cs := []prometheus.Collector{
-		s.refused,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "replicator_metadata_documents",
-			Help: "Metadata documents in the store.",
-		}, func() float64 {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return float64(len(s.docs))
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "replicator_metadata_stored_bytes",
-			Help: "Sum of the metadata document bodies in the store, in bytes.",
-		}, func() float64 {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return float64(s.total)
-		}),
-	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("metadata: register metrics: %w", err)
-		}
-	}
-	return nil
-}
-
 // Delete removes the document name (its file and its backup) durably, or
 // fails with ErrNotFound. The backup goes first: a crash in between leaves
 // the document whole, never resurrected from an older backup. A default
@@ -569,6 +536,9 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 // Close makes further calls fail with ErrClosed. It is idempotent. All
 // writes are durable when they return, so Close has nothing to flush.
 func (s *Store) Close() error {
+	if s.met != nil {
+		s.met.remove(s) // before s.mu: Collect takes m.mu, then s.mu
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true

@@ -27,3 +27,20 @@ func ParseSegmentName(name string) (int64, bool) {
 	v, err := strconv.ParseInt(name, 10, 64)
 	return v, err == nil
 }
+
+// SegmentStart is the start of the segment that holds offset off:
+// segments are SegmentSize bytes long and one of them starts at
+// LastSegmentStart (for RocketMQ's layout, whose file names are multiples
+// of the segment size, this is off - off%SegmentSize). Without a segment
+// size (SegmentSize <= 0) it is Min.
+func (b Bounds) SegmentStart(off int64) int64 {
+	seg := b.SegmentSize
+	if seg <= 0 {
+		return b.Min
+	}
+	d := (off - b.LastSegmentStart) % seg
+	if d < 0 {
+		d += seg
+	}
+	return off - d
+}

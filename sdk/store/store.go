@@ -8,39 +8,32 @@ import (
 	"github.com/replicatorhq/replicator/sdk/record"
 )
 
-// Store is a commit log: one logically contiguous byte sequence addressed by
-// physical offsets, kept in fixed-size segments. A master appends messages; a
-// slave appends raw bytes shipped from its master at exactly its max offset.
+// Log is the byte log that replicator's core replicates: one logically
+// contiguous byte sequence addressed by physical offsets, kept in
+// fixed-size segments. A slave appends raw bytes shipped from its master
+// at exactly its max offset; a master's connections read them back to
+// ship. Core's replication (the slave side, and the master's sending
+// side) needs no more than this; record boundaries are found over Read
+// views with ScanRecords.
 //
 // All methods are safe for concurrent use. Any error other than the
-// sentinels below means the store is unusable and replication stops for the
-// node.
-type Store interface {
-	// Append encodes msg as a record and writes it at the end of the log,
-	// assigning its queue offset, physical offset and store timestamp. A
-	// record never spans two segments. With synchronous flushing Append waits
-	// for a group commit that covers the record and returns
-	// ErrFlushDiskTimeout (with a valid result: the record is stored) when it
-	// does not come in time. The store keeps no reference to msg.
-	Append(ctx context.Context, msg *record.Message) (AppendResult, error)
-
+// sentinels below means the log is unusable and replication stops for
+// the node.
+type Log interface {
 	// AppendAt writes raw commit-log bytes at offset, which must equal the
 	// current max offset (ErrOffsetMismatch otherwise; never a gap). On an
 	// empty log it creates the segment that contains offset. The bytes must
 	// not cross a segment end (ErrSegmentOverflow). Returns the new max
-	// offset. The store keeps no reference to data.
+	// offset. The log keeps no reference to data.
 	AppendAt(offset int64, data []byte) (int64, error)
 
 	// Read returns a view of at most max stored bytes starting at offset,
-	// never crossing a segment end. At offset == max offset the view is empty
-	// (no error). Offsets outside [min, max] give ErrOffsetOutOfRange. The
-	// caller must Release the view; until then the bytes stay mapped.
+	// never crossing a segment end. It may return fewer bytes than are
+	// stored (a store reading over a stream hands out what one chunk
+	// holds); at offset == max offset the view is empty (no error).
+	// Offsets outside [min, max] give ErrOffsetOutOfRange. The caller must
+	// Release the view; until then the bytes stay mapped.
 	Read(offset int64, max int) (View, error)
-
-	// ReadMessages decodes up to n records starting at offset (a record
-	// boundary), skipping end-of-file fillers, and returns them with the
-	// offset after the last one.
-	ReadMessages(offset int64, n int) ([]record.Record, int64, error)
 
 	// Bounds reports the current offsets and geometry of the log.
 	Bounds() Bounds
@@ -51,19 +44,47 @@ type Store interface {
 
 	// Watch registers ch to receive a non-blocking send whenever the max
 	// offset changes (append or truncate). Sends coalesce: give ch a buffer of
-	// one. The returned function unregisters ch.
+	// one. The returned function unregisters ch. Notifier implements it.
 	Watch(ch chan<- struct{}) (cancel func())
 
-	// Close flushes and releases the store. Calls after Close fail with ErrClosed.
+	// Close flushes and releases the log. Calls after Close fail with ErrClosed.
 	Close() error
 }
 
-// AppenderFrom is an optional extension of Store, found with a type
-// assertion (the Store interface itself is unchanged). A slave whose store
-// implements it, on a connection with a file descriptor (plain TCP), hands
-// each frame body to the store as a reader over the socket, instead of
-// reading it into a buffer of its own for AppendAt: the store chooses where
-// the bytes land (the commitlog store reads them into a buffer it reuses
+// Messages is the message view of a commit log: what a master's put path
+// and the API need, encoding messages as records at the end of the log
+// and decoding them back.
+type Messages interface {
+	// Append encodes msg as a record and writes it at the end of the log,
+	// assigning its queue offset, physical offset and store timestamp. A
+	// record never spans two segments. With synchronous flushing Append waits
+	// for a group commit that covers the record and returns
+	// ErrFlushDiskTimeout (with a valid result: the record is stored) when it
+	// does not come in time. The store keeps no reference to msg.
+	Append(ctx context.Context, msg *record.Message) (AppendResult, error)
+
+	// ReadMessages decodes up to n records starting at offset (a record
+	// boundary), skipping end-of-file fillers, and returns them with the
+	// offset after the last one. It stops early at the max offset or at a
+	// partial record. A first position that is not a record gives
+	// ErrNotBoundary; a later record that does not verify gives ErrCorrupt.
+	ReadMessages(offset int64, n int) ([]record.Record, int64, error)
+}
+
+// Store is a commit log: the byte log and its message view over the same
+// bytes. A store implementation (the builtin commitlog, a plugin's, the
+// in-memory memstore) implements Store; core's slave side asks only for
+// its Log, a master's put path and the API for its Messages too.
+type Store interface {
+	Log
+	Messages
+}
+
+// AppenderFrom is an optional capability of a Log, found with a type
+// assertion. A slave whose log implements it, on a connection with a file
+// descriptor (plain TCP), hands each frame body to the log as a reader
+// over the socket, instead of reading it into a buffer of its own for
+// AppendAt: the log chooses where the bytes land (the commitlog store reads them into a buffer it reuses
 // and writes them to the segment file with pwrite).
 //
 // AppendAtFrom reads exactly n bytes from r (as io.ReadFull) and appends

@@ -68,16 +68,8 @@ type appendStream struct {
 	s        appendConn
 	inflight []*batch
 	unacked  int           // bytes of the batches in flight
-	side     bool          // a side channel (its socket buffers hold inlineRawBytes)
 	done     chan struct{} // closed when its receiver exits
 }
-
-// inlineRawBytes bounds the bytes in flight below which a queued AppendAt
-// sends its batch from the caller's goroutine: the side channel's socket
-// buffers (1 MiB asked, sdk/internal/side) then take the write at once, so
-// a slow plugin cannot block the slave's receive loop, and the sender
-// goroutine is not woken once per slave frame.
-const inlineRawBytes = 256 << 10
 
 func newAppender(c *Client) *appender {
 	a := &appender{c: c}
@@ -99,9 +91,8 @@ func (a *appender) enqueue(op *pendingOp) error {
 	if a.canSend() && a.cur != nil {
 		// The stream has room and the caller waits anyway: send from this
 		// goroutine (no hand-off to the sender, one wake-up less on the
-		// latency path). Queued AppendAt (enqueueRaw) send from their
-		// caller only while the socket's buffers take the bytes at once
-		// (kickRaw): a slow plugin must not block a slave's receive loop.
+		// latency path). Queued AppendAt (enqueueRaw) never send from
+		// their caller: the slave's receive loop goes on to report.
 		a.sendBatch()
 		return nil
 	}
@@ -115,8 +106,10 @@ func (a *appender) enqueue(op *pendingOp) error {
 // ending at offset in the same segment, whose bytes end where data starts
 // in the same tail block, and the two fit in BatchBytes, that op grows to
 // cover data (the plugin then takes a run of slave frames with one
-// AppendAt); else data is a new op. A new op's bytes reach the socket from
-// the caller's goroutine when the stream can take them at once (kickRaw).
+// AppendAt); else data is a new op. The sender goroutine sends it, never
+// the caller: a write to the plugin's socket wakes the plugin, which on a
+// busy machine can take the caller's core before the slave's receive loop
+// has reported the frame to its master.
 func (a *appender) enqueueRaw(offset int64, data []byte, base int64, after func(opDone)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -126,7 +119,7 @@ func (a *appender) enqueueRaw(offset int64, data []byte, base int64, after func(
 	if a.closed {
 		return store.ErrClosed
 	}
-	defer a.kickRaw()
+	defer a.wake()
 	if n := len(a.queue); n > 0 && a.queue[n-1].queued {
 		last := a.queue[n-1]
 		raw := last.op.GetRaw()
@@ -155,17 +148,6 @@ func (a *appender) wake() {
 	if a.closed || len(a.queue) > 0 {
 		a.scond.Signal()
 	}
-}
-
-// kickRaw gets a queued AppendAt on its way: sent from the caller's
-// goroutine when the side channel's buffers can take it without blocking
-// (inlineRawBytes), else by the sender goroutine. Called with mu held.
-func (a *appender) kickRaw() {
-	if st := a.cur; st != nil && st.side && a.canSend() && st.unacked+a.queued <= inlineRawBytes {
-		a.sendBatch()
-		return
-	}
-	a.wake()
 }
 
 // canSend reports whether a batch may go out now: fewer than MaxInFlight
@@ -215,8 +197,7 @@ func (a *appender) sendLoop() {
 				a.wake()
 				continue
 			}
-			_, isSide := s.(*sideStream)
-			a.cur = &appendStream{s: s, side: isSide, done: make(chan struct{})}
+			a.cur = &appendStream{s: s, done: make(chan struct{})}
 			a.c.wg.Add(1)
 			go a.recvLoop(a.cur)
 		}

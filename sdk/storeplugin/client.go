@@ -320,7 +320,7 @@ func (c *Client) appendAtQueued(offset int64, data []byte) (newMax int64, ok boo
 	if busy || len(data) == 0 || b.SegmentSize <= 0 || offset != cur || cur == b.Min {
 		return 0, false, nil
 	}
-	base := segmentBase(offset, b)
+	base := b.SegmentStart(offset)
 	if offset-base+int64(len(data)) > b.SegmentSize {
 		return 0, false, nil // the plugin answers ErrSegmentOverflow
 	}
@@ -390,7 +390,7 @@ func (c *Client) Read(offset int64, max int) (store.View, error) {
 	if offset == b.Max || max <= 0 {
 		return store.View{Offset: offset}, nil
 	}
-	base := segmentBase(offset, b)
+	base := b.SegmentStart(offset)
 	end := min(b.Max, offset+int64(max))
 	if b.SegmentSize > 0 {
 		end = min(end, base+b.SegmentSize)
@@ -403,19 +403,6 @@ func (c *Client) Read(offset int64, max int) (store.View, error) {
 	}
 	c.streamReads.Add(1)
 	return c.rd.read(offset, end)
-}
-
-// segmentBase is the start of the segment holding off: segments are
-// SegmentSize long and one of them starts at LastSegmentStart.
-func segmentBase(off int64, b store.Bounds) int64 {
-	if b.SegmentSize <= 0 {
-		return 0
-	}
-	d := (off - b.LastSegmentStart) % b.SegmentSize
-	if d < 0 {
-		d += b.SegmentSize
-	}
-	return off - d
 }
 
 // ReadMessages decodes records with one unary call (a control-plane read).
@@ -446,7 +433,7 @@ func (c *Client) Bounds() store.Bounds {
 	defer c.mu.Unlock()
 	b := c.bounds
 	if c.proj > b.Max { // queued AppendAt not acked yet: they may have started a segment
-		b.LastSegmentStart = max(b.LastSegmentStart, segmentBase(c.proj-1, b))
+		b.LastSegmentStart = max(b.LastSegmentStart, b.SegmentStart(c.proj-1))
 		b.Max = c.proj
 	}
 	return b

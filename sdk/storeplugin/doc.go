@@ -97,9 +97,18 @@
 // store's views, and a chunk goes from the plugin's mapping to the socket
 // and into the host's chunk buffer with no copy in between. Every length
 // is bounded (64 MiB a frame, 65 536 parts) before anything is allocated.
-// A queued AppendAt goes to the socket from the slave's receive loop when
-// less than 256 KiB are unacked (the socket's 1 MiB buffer takes it at
-// once), so the sender goroutine is not woken once per frame.
+// A queued AppendAt goes to the socket from the sender goroutine, never
+// from the slave's receive loop (a write that wakes the plugin can cost
+// the loop its core before it reports the frame); frames that queue up
+// meanwhile are merged into one op where the tail holds them contiguously.
+// The plugin answers every batch with its own ack, written only after each
+// op of the batch returned; while the next batch has already begun to
+// arrive it holds the ack (up to 16) and writes the held acks together
+// once it has applied the batches that were waiting, so a host that sends
+// faster than one batch per round trip is woken once per group of acks
+// (a catching-up slave, many producers), and a lone batch is answered at
+// once. On Linux both ends read and write the socket with raw system
+// calls on the runtime poller's descriptor (sdk/internal/side).
 // The host half-closes the socket to end the stream; the plugin closes its
 // side channels when the store closes. A plugin built with an older SDK
 // answers Unimplemented and the host uses the gRPC Append stream

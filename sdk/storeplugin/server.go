@@ -178,35 +178,59 @@ func (s *server) Append(stream storev1.Store_AppendServer) error {
 		b, err := stream.Recv()
 		return b, nil, err
 	}
-	send := func(a *storev1.AppendAck, records [][]byte) error {
-		for i, r := range a.Results {
-			r.Record = records[i]
-		}
-		return stream.Send(a)
-	}
-	return s.serveAppend(stream.Context(), st, recv, send)
+	return s.serveAppend(stream.Context(), st, recv, grpcAcks{stream})
 }
+
+// ackSink is where serveAppend puts its acks: the gRPC stream sends each
+// at once; a side channel may hold them while the next batch is already
+// arriving and send them together (sideAcks).
+type ackSink interface {
+	// put sends ack or queues it; records (per result, the record
+	// stored) stay valid until the next flush returns.
+	put(ack *storev1.AppendAck, records [][]byte) error
+	// flush sends what put queued. hold reports whether put may queue
+	// another ack first.
+	flush() error
+	hold() bool
+}
+
+// maxHeldAcks bounds the acks a side channel holds back while batches keep
+// arriving (sideAcks).
+const maxHeldAcks = 16
 
 // serveAppend is the plugin's end of one append stream (gRPC or side
 // channel): it applies each batch in order and answers it with one ack.
 // recv returns a batch and its ops' payloads (nil: they are in the ops'
-// fields); send gets the ack and, per result, the record stored (empty
-// when none). When the batch asks (want_records), each stored Append's
-// bytes go back, read through Store.Read and released once the ack is
-// sent. It returns nil when the host ends the stream.
-func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*storev1.AppendBatch, [][]byte, error), send func(*storev1.AppendAck, [][]byte) error) error {
+// fields); acks.put gets the ack and, per result, the record stored
+// (empty when none). When the batch asks (want_records), each stored
+// Append's bytes go back, read through Store.Read and released once the
+// ack is sent (views stay out while later ops and held batches append, as
+// within a batch). An ack is put only after every op of its batch returned,
+// so an acknowledged Append or AppendAt is in the store whenever the host
+// learns of it; while the next batch has already begun to arrive
+// (acks.hold) up to maxHeldAcks acks wait and go out with one write. It
+// returns nil when the host ends the stream.
+func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*storev1.AppendBatch, [][]byte, error), acks ackSink) error {
 	var views []store.View
 	var records [][]byte
+	held := 0 // acks put and not flushed
+	release := func() {
+		for i := range views {
+			views[i].Release()
+		}
+		clear(views)
+		views = views[:0]
+	}
+	defer release()
 	for {
 		b, parts, err := recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return acks.flush()
 		}
 		if err != nil {
 			return err
 		}
 		ack := &storev1.AppendAck{Seq: b.Seq, Results: make([]*storev1.OpResult, len(b.Ops))}
-		views = views[:0]
 		records = append(records[:0], make([][]byte, len(b.Ops))...)
 		for i, op := range b.Ops {
 			r := &storev1.OpResult{}
@@ -232,16 +256,32 @@ func (s *server) serveAppend(ctx context.Context, st store.Store, recv func() (*
 			ack.Results[i] = r
 		}
 		ack.Bounds = s.bounds(st)
-		err = send(ack, records) // writes before it returns
-		for i := range views {
-			views[i].Release()
-		}
+		err = acks.put(ack, records)
 		clear(records)
+		held++
+		if err == nil && (held >= maxHeldAcks || !acks.hold()) {
+			err = acks.flush()
+			release()
+			held = 0
+		}
 		if err != nil {
 			return err
 		}
 	}
 }
+
+// grpcAcks sends each ack on the gRPC Append stream at once.
+type grpcAcks struct{ s storev1.Store_AppendServer }
+
+func (g grpcAcks) put(a *storev1.AppendAck, records [][]byte) error {
+	for i, r := range a.Results {
+		r.Record = records[i]
+	}
+	return g.s.Send(a)
+}
+
+func (grpcAcks) flush() error { return nil }
+func (grpcAcks) hold() bool   { return false }
 
 // Default and largest chunk of a ReadStream.
 const (
@@ -263,7 +303,7 @@ func (s *server) ReadStream(req *storev1.ReadStreamRequest, stream storev1.Store
 // sendChunks sends the stored bytes from off, in chunks of at most chunk
 // bytes, until left bytes or the max offset. send writes the chunk's bytes
 // at off before it returns (the view is released after it).
-func sendChunks(st store.Store, off, left int64, chunk int, send func(off int64, data []byte) error) error {
+func sendChunks(st store.Log, off, left int64, chunk int, send func(off int64, data []byte) error) error {
 	if chunk <= 0 {
 		chunk = defaultChunkBytes
 	}
@@ -340,7 +380,7 @@ func (s *server) Watch(_ *storev1.WatchRequest, stream storev1.Store_WatchServer
 
 // readRecord reads back the bytes an Append stored (one record never spans
 // two segments, so one Read covers it). ok=false when the store gives less.
-func readRecord(st store.Store, res store.AppendResult) (store.View, bool) {
+func readRecord(st store.Log, res store.AppendResult) (store.View, bool) {
 	v, err := st.Read(res.Offset, int(res.Size))
 	if err != nil {
 		return store.View{}, false

@@ -296,13 +296,26 @@ func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRe
 				err = fmt.Errorf("batch %d: %d parts for %d ops: %w", b.Seq, len(parts), len(b.Ops), side.ErrBadFrame)
 			}
 			return &b, parts, err
-		}, func(a *storev1.AppendAck, records [][]byte) error { return f.WriteParts(a, records) })
+		}, sideAcks{f})
 		if err != nil && !errors.Is(err, net.ErrClosed) {
 			s.logger.Warn("append channel ended", "error", err)
 		}
 	}()
 	return &storev1.AppendChannelResponse{FrameVersion: side.FrameVersion}, nil
 }
+
+// sideAcks puts acks on an append side channel: queued while the next
+// batch has begun to arrive (its rest follows at once: the host never
+// waits for an ack inside a frame), then written together, so a plugin
+// that is handed batches faster than one at a time wakes the host once per
+// group of acks instead of once per batch.
+type sideAcks struct{ f *side.FrameConn }
+
+func (a sideAcks) put(ack *storev1.AppendAck, records [][]byte) error {
+	return a.f.QueueParts(ack, records)
+}
+func (a sideAcks) flush() error { return a.f.Flush() }
+func (a sideAcks) hold() bool   { return a.f.Buffered() }
 
 // ReadChannel dials the host's side channel and sends chunks from req.From
 // on it until the max offset (then it half-closes), the host closes it or

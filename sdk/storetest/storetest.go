@@ -33,6 +33,7 @@ func Run(t *testing.T, open Factory) {
 		{"SegmentBoundaries", testSegmentBoundaries},
 		{"AppendAt", testAppendAt},
 		{"AppendAtEmptyMidLog", testAppendAtMidLog},
+		{"ScanRecords", testScanRecords},
 		{"Truncate", testTruncate},
 		{"Errors", testErrors},
 		{"Watch", testWatch},

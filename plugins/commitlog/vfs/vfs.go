@@ -1,14 +1,12 @@
 package vfs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 
 	"github.com/edsrzf/mmap-go"
-	"golang.org/x/sys/unix"
 )
 
 // FS is the file system under a commit log: the operations the store
@@ -50,15 +48,17 @@ type File interface {
 	// Sync makes the file's contents durable (fsync(2)).
 	Sync() error
 	// Preallocate reserves disk blocks for [0, size) and makes the file
-	// that long (fallocate(2); a file system without it is extended with
-	// ftruncate(2) instead, where a write can still find the disk full).
+	// that long (fallocate(2) on Linux; a file system without it, and
+	// other systems, extend the file with ftruncate(2) instead, where a
+	// write can still find the disk full).
 	Preallocate(size int64) error
 	// Map maps [0, length) of the file shared and read-write
 	// (github.com/edsrzf/mmap-go). The caller unmaps it (MMap.Unmap),
 	// before it closes the file.
 	Map(length int) (mmap.MMap, error)
 	// MSync writes b, a range of this file's mapping starting on a page
-	// boundary, back to disk and waits for it (msync(2) MS_SYNC).
+	// boundary, back to disk and waits for it (msync(2) MS_SYNC; on
+	// Windows FlushViewOfFile and FlushFileBuffers).
 	MSync(b []byte) error
 }
 
@@ -96,26 +96,8 @@ func (osFS) SyncDir(dir string) error {
 // osFile is an *os.File; the mapping of mmap-go needs the real one.
 type osFile struct{ *os.File }
 
-func (f osFile) Preallocate(size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return f.Truncate(size)
-	}
-	if err != nil {
-		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
-	}
-	return nil
-}
-
 func (f osFile) Map(length int) (mmap.MMap, error) {
 	return mmap.MapRegion(f.File, length, mmap.RDWR, 0, 0)
-}
-
-func (f osFile) MSync(b []byte) error {
-	if err := unix.Msync(b, unix.MS_SYNC); err != nil {
-		return &fs.PathError{Op: "msync", Path: f.Name(), Err: err}
-	}
-	return nil
 }
 
 // ReadFile reads the whole file name of fsys, as os.ReadFile.

@@ -32,7 +32,7 @@
 // ErrFrameTooLarge), then that n, mlen and the part lengths add up to len
 // (else ErrBadFrame). The writer sends the header, the lengths and the
 // message from one buffer and the parts from the caller's slices with one
-// writev; the reader reads the payload straight into a buffer it reuses
+// writev (QueueParts and Flush put several frames in one writev); the reader reads the payload straight into a buffer it reuses
 // (ReadShared) or one the caller keeps (ReadOwned). Which field of the
 // message a part belongs to is the caller's convention (sdk/storeplugin:
 // part i is op i's payload in a batch, op i's stored record in an ack, and
@@ -40,5 +40,8 @@
 //
 // The socket's send and receive buffers are raised to 1 MiB (capped by the
 // kernel's net.core.[rw]mem_max), so a 256 KiB batch or chunk goes in one
-// write and one read.
+// write and one read. On Linux a FrameConn reads and writes with raw
+// system calls on the runtime poller's non-blocking descriptor
+// (rawio_linux.go): no runtime system-call bookkeeping, which would wake the
+// runtime's monitor thread each time an idle process makes its first call.
 package side

@@ -36,13 +36,20 @@ var ErrBadFrame = errors.New("plugin: malformed side channel frame")
 type FrameConn struct {
 	c        *net.UnixConn
 	r        *bufio.Reader
+	writev   func([][]byte) error // every byte of the slices, in order (sockIO)
 	maxFrame int
-	wbuf     []byte
-	iov      net.Buffers
+	wbuf     []byte        // the queued frames' headers, part lengths and messages
+	queued   []queuedFrame // frames waiting for Flush, in order
+	qparts   [][]byte      // their parts, in order
+	iov      [][]byte
 	rbuf     []byte // header, part lengths and message of the last frame
 	pbuf     []byte // payload of the last frame (ReadShared)
 	parts    [][]byte
 }
+
+// queuedFrame is one frame waiting for Flush: wbuf[start:end], then the
+// next parts of qparts.
+type queuedFrame struct{ start, end, parts int }
 
 // sockBuffer is asked for as the socket's send and receive buffers: a
 // 256 KiB batch or chunk then goes in one write and one read instead of
@@ -55,7 +62,18 @@ const sockBuffer = 1 << 20
 func NewFrameConn(c *net.UnixConn, maxFrame int) *FrameConn {
 	_ = c.SetReadBuffer(sockBuffer)  // best effort: the default works, slower
 	_ = c.SetWriteBuffer(sockBuffer) // likewise
-	return &FrameConn{c: c, r: bufio.NewReaderSize(c, 64<<10), maxFrame: maxFrame}
+	r, w := sockIO(c)
+	return &FrameConn{c: c, r: bufio.NewReaderSize(r, 64<<10), writev: w, maxFrame: maxFrame}
+}
+
+// netWritev writes vectors to c with net.Buffers (one writev per IOV_MAX
+// slices, through the runtime's system call path).
+func netWritev(c *net.UnixConn) func([][]byte) error {
+	return func(bufs [][]byte) error {
+		b := net.Buffers(bufs)
+		_, err := b.WriteTo(c)
+		return err
+	}
 }
 
 // NewFrameReader returns a FrameConn that only reads, from r (tests and
@@ -109,31 +127,71 @@ func (f *FrameConn) Write(m proto.Message) error { return f.WriteParts(m, nil) }
 
 // WriteParts sends m and parts as one frame with one writev: the parts'
 // bytes go from the caller's slices to the socket, never through the
-// message encoder.
+// message encoder. On Linux the reads and writes are raw system calls on
+// the poller's non-blocking descriptor (rawio_linux.go). Frames queued
+// with QueueParts go first, in the same writev.
 func (f *FrameConn) WriteParts(m proto.Message, parts [][]byte) error {
-	buf, total, err := appendFrame(f.wbuf[:0], m, parts)
+	if err := f.QueueParts(m, parts); err != nil {
+		return err
+	}
+	return f.Flush()
+}
+
+// QueueParts encodes the frame of m and parts for the next Flush (or
+// WriteParts), which sends every queued frame with one writev. The parts'
+// bytes are not copied: the caller keeps them unchanged until then. A
+// frame that fails (too large, too many parts) is not queued.
+func (f *FrameConn) QueueParts(m proto.Message, parts [][]byte) error {
+	start := len(f.wbuf)
+	buf, total, err := appendFrame(f.wbuf, m, parts)
 	if err != nil {
 		return err
 	}
-	f.wbuf = buf
 	if total > uint64(f.maxFrame) {
+		f.wbuf = buf[:start]
 		return fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
 	}
-	iov := append(f.iov[:0], buf)
-	for _, p := range parts {
-		if len(p) > 0 {
-			iov = append(iov, p)
+	f.wbuf = buf
+	f.queued = append(f.queued, queuedFrame{start: start, end: len(buf), parts: len(parts)})
+	f.qparts = append(f.qparts, parts...)
+	return nil
+}
+
+// Queued reports how many frames wait for Flush.
+func (f *FrameConn) Queued() int { return len(f.queued) }
+
+// Flush sends the queued frames with one writev (IOV_MAX slices at a time)
+// and forgets them, sent or not.
+func (f *FrameConn) Flush() error {
+	if len(f.queued) == 0 {
+		return nil
+	}
+	iov := f.iov[:0]
+	p := f.qparts
+	for _, q := range f.queued {
+		iov = append(iov, f.wbuf[q.start:q.end])
+		for _, b := range p[:q.parts] {
+			if len(b) > 0 {
+				iov = append(iov, b)
+			}
 		}
+		p = p[q.parts:]
 	}
 	f.iov = iov
-	w := iov // WriteTo consumes its receiver
-	_, err = w.WriteTo(f.c)
+	err := f.writev(iov) // may consume its argument's slices
 	clear(f.iov)
+	clear(f.qparts)
+	f.wbuf, f.queued, f.qparts = f.wbuf[:0], f.queued[:0], f.qparts[:0]
 	if err != nil {
 		return fmt.Errorf("side channel: %w", err)
 	}
 	return nil
 }
+
+// Buffered reports whether the next frame has begun to arrive: bytes are
+// buffered on the reading side, so a Read now returns as soon as the peer
+// has finished writing that frame (a writer never stops inside a frame).
+func (f *FrameConn) Buffered() bool { return f.r.Buffered() > 0 }
 
 // Read receives one frame into m; its parts are ignored.
 func (f *FrameConn) Read(m proto.Message) error {

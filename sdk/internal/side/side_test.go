@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,26 +179,7 @@ func TestPluginSideBadFrame(t *testing.T) {
 // read back in order, a half-close ends the stream with io.EOF, and an
 // oversized message is refused before it is written.
 func TestPluginSideFrames(t *testing.T) {
-	l, err := side.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	accepted := make(chan *net.UnixConn, 1)
-	go func() {
-		c, _ := l.Accept(ctx)
-		accepted <- c
-	}()
-	dialed, err := side.Dial(ctx, l.Path, l.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := <-accepted
-	if host == nil {
-		t.Fatal("no connection accepted")
-	}
-	a, b := side.NewFrameConn(dialed, 1<<10), side.NewFrameConn(host, 1<<10)
+	a, b := framePair(t, 1<<10)
 	defer a.Close()
 	defer b.Close()
 	for i := uint64(1); i <= 3; i++ {
@@ -240,5 +222,138 @@ func TestPluginSideFrames(t *testing.T) {
 	var ack storev1.AppendAck
 	if err := b.Read(&ack); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the half-close: %v", err)
+	}
+}
+
+// framePair returns the plugin's and the host's FrameConn on a real side
+// channel, frames bounded by maxFrame.
+func framePair(t *testing.T, maxFrame int) (plugin, host *side.FrameConn) {
+	t.Helper()
+	l, err := side.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted := make(chan *net.UnixConn, 1)
+	go func() {
+		c, _ := l.Accept(ctx)
+		accepted <- c
+	}()
+	dialed, err := side.Dial(ctx, l.Path, l.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := <-accepted
+	if hc == nil {
+		dialed.Close()
+		t.Fatal("no connection accepted")
+	}
+	return side.NewFrameConn(dialed, maxFrame), side.NewFrameConn(hc, maxFrame)
+}
+
+// TestPluginSideFramesLarge: a frame of more parts than one writev takes
+// (IOV_MAX, 1024) and more bytes than the socket buffers hold arrives
+// whole and in order (the writer resumes partial writes after waiting for
+// room), and once the reader's end is gone the writer fails with the
+// socket's error instead of blocking.
+func TestPluginSideFramesLarge(t *testing.T) {
+	a, b := framePair(t, 64<<20)
+	defer a.Close()
+	parts := make([][]byte, 3000)
+	for i := range parts {
+		parts[i] = bytes.Repeat([]byte{byte(i)}, 1+i%7*1000)
+		if i%10 == 3 {
+			parts[i] = nil
+		}
+	}
+	type got struct {
+		parts [][]byte
+		off   int64
+		err   error
+	}
+	read := make(chan got, 1)
+	go func() {
+		var c storev1.Chunk
+		p, err := b.ReadOwned(&c)
+		read <- got{p, c.Offset, err}
+	}()
+	for range 2 {
+		if err := a.WriteParts(&storev1.Chunk{Offset: 77}, parts); err != nil {
+			t.Fatal(err)
+		}
+		r := <-read
+		if r.err != nil || r.off != 77 || len(r.parts) != len(parts) {
+			t.Fatalf("read: offset %d, %d parts, %v", r.off, len(r.parts), r.err)
+		}
+		for i := range parts {
+			if !bytes.Equal(r.parts[i], parts[i]) {
+				t.Fatalf("part %d: %d bytes, want %d", i, len(r.parts[i]), len(parts[i]))
+			}
+		}
+		go func() {
+			var c storev1.Chunk
+			p, err := b.ReadOwned(&c)
+			read <- got{p, c.Offset, err}
+		}()
+	}
+	b.Close()
+	if r := <-read; !errors.Is(r.err, io.ErrUnexpectedEOF) {
+		t.Fatalf("read on a closed end: %v", r.err)
+	}
+	var err error
+	for range 10 { // the first writes may still fit the socket's buffer
+		if err = a.WriteParts(&storev1.Chunk{}, parts); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("write to a closed peer: %v", err)
+	}
+}
+
+// TestPluginSideQueuedFrames: frames queued with QueueParts go out with the
+// next Flush (or WriteParts), in order, as separate frames; an oversized
+// frame is refused without disturbing the queue; Buffered reports a frame
+// that has begun to arrive.
+func TestPluginSideQueuedFrames(t *testing.T) {
+	a, b := framePair(t, 1<<10)
+	defer a.Close()
+	defer b.Close()
+	for i := range 3 {
+		if err := a.QueueParts(&storev1.Chunk{Offset: int64(i)}, [][]byte{{byte('a' + i)}, nil}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.QueueParts(&storev1.Chunk{}, [][]byte{make([]byte, 2<<10)}); !errors.Is(err, side.ErrFrameTooLarge) {
+		t.Fatalf("oversized frame: %v", err)
+	}
+	if n := a.Queued(); n != 3 {
+		t.Fatalf("%d frames queued, want 3", n)
+	}
+	if b.Buffered() {
+		t.Fatal("Buffered before anything was sent")
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.QueueParts(&storev1.Chunk{Offset: 3}, [][]byte{[]byte("d")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteParts(&storev1.Chunk{Offset: 4}, [][]byte{[]byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Queued() != 0 {
+		t.Fatal("frames left queued after WriteParts")
+	}
+	for i := range 5 {
+		var c storev1.Chunk
+		parts, err := b.ReadOwned(&c)
+		if err != nil || c.Offset != int64(i) || len(parts) == 0 || string(parts[0]) != string(rune('a'+i)) {
+			t.Fatalf("frame %d: offset %d, parts %q, %v", i, c.Offset, parts, err)
+		}
+		if want := i < 4; b.Buffered() != want && i != 2 {
+			t.Fatalf("after frame %d: Buffered %v, want %v", i, !want, want)
+		}
 	}
 }

@@ -18,3 +18,10 @@ package producerv1
 // IdleTimeoutMetadata is the response header (gRPC metadata) carrying the
 // node's idle timeout of a Put stream, in decimal milliseconds.
 const IdleTimeoutMetadata = "replicator-idle-timeout-ms"
+
+// ALPNProtocol is the TLS application protocol (ALPN) id under which a
+// node serves the producer stream on gRPC's own HTTP/2 transport. A
+// producer offers it before "h2": a node that knows it picks it, an older
+// node picks "h2" (the stream is then served through its HTTP server).
+// The frames on the wire are HTTP/2 either way.
+const ALPNProtocol = "replicator-grpc"
