@@ -163,3 +163,51 @@ func TestReplicaBecomeSlaveConnectsQuickly(t *testing.T) {
 		}
 	})
 }
+
+// TestReplicaBecomeSlaveSameAddressRearms: a slave whose master went away
+// (so its retries wait ReconnectDelay) is told to follow a master at the
+// same address again (another node behind the address, or the same one
+// elected again): it dials at once instead of at the end of its wait.
+func TestReplicaBecomeSlaveSameAddressRearms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newPipeTransport()
+		logger, _ := newTestLogger(t)
+		newRep := func(id int64) *Replica {
+			r, err := NewReplica(ReplicaConfig{Store: newMemStore(1 << 20), Transport: tr, Epochs: testEpochs(t), BrokerID: id,
+				Master: MasterConfig{ListenAddr: "a:1"}, Logger: logger.With("broker_id", id)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		a, b := newRep(1), newRep(2)
+		defer b.Close()
+		if _, err := a.BecomeMaster(1); err != nil {
+			t.Fatal(err)
+		}
+		connected := make(chan struct{}, 4)
+		b.OnConnect(func() { connected <- struct{}{} })
+		if err := b.BecomeSlave("a:1"); err != nil {
+			t.Fatal(err)
+		}
+		<-connected
+
+		// a goes: b was up, so it waits ReconnectDelay between dials.
+		a.Close()
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		a2 := newRep(3)
+		defer a2.Close()
+		if _, err := a2.BecomeMaster(2); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := b.BecomeSlave("a:1"); err != nil {
+			t.Fatal(err)
+		}
+		<-connected
+		if d := time.Since(t0); d > 50*time.Millisecond {
+			t.Fatalf("b reached the master named again at its address %v after the role change, want at once", d)
+		}
+	})
+}

@@ -224,6 +224,7 @@ func (r *Replica) BecomeSlave(masterAddr string) error {
 		return fmt.Errorf("%w: empty master address", ErrInvalidConfig)
 	}
 	if r.slave != nil && r.masterAddr == masterAddr {
+		r.slave.Rearm() // named again: retry now if the connection is down
 		return nil
 	}
 	if r.master != nil {

@@ -60,6 +60,8 @@ type SlaveNode struct {
 	// current session if it fails before that (see run).
 	up    atomic.Bool
 	retry atomic.Int64 // time.Duration
+	// rearm carries Rearm to run: the quick schedule again, now.
+	rearm chan struct{}
 
 	lastFrame atomic.Int64 // Unix nanoseconds of the last frame read; 0 = none
 	ackSent   atomic.Int64 // last offset reported; -1 before any
@@ -93,6 +95,7 @@ func NewSlave(st store.Log, tr transport.Transport, cfg SlaveConfig) (*SlaveNode
 		met:    met,
 		ctx:    ctx,
 		cancel: cancel,
+		rearm:  make(chan struct{}, 1),
 		status: SlaveStatus{MasterAddr: cfg.MasterAddr, Protocol: cfg.Protocol, HAState: transport.StateReady.String()},
 	}
 	s.ackSent.Store(-1)
@@ -227,9 +230,43 @@ func (s *SlaveNode) run() {
 			s.log.Error("replication stopped: the store failed", "error", err)
 			return
 		}
-		if !backoff.Sleep(s.retryIn(), s.ctx.Done()) {
+		if !s.sleep(s.retryIn(), &bo) {
 			return
 		}
+	}
+}
+
+// sleep waits d before the next attempt; a Rearm ends the wait at once
+// and restarts the quick schedule (bo). It reports false when the client
+// is closing.
+func (s *SlaveNode) sleep(d time.Duration, bo *backoff.Backoff) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.rearm:
+		*bo = backoff.Backoff{}
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// Rearm tells a client that is not connected that its master was named
+// again at the same address (a role change that names the address it
+// already dials: the same node elected again, or another behind the same
+// address): a wait in progress ends now, and until a connection reaches
+// TRANSFER the client retries on the quick schedule, as after Start. A
+// connected client is left alone.
+func (s *SlaveNode) Rearm() {
+	if s.Status().Connected {
+		return
+	}
+	s.up.Store(false)
+	select {
+	case s.rearm <- struct{}{}:
+	default:
 	}
 }
 
@@ -437,6 +474,10 @@ func (ss *slaveSession) run() error {
 	}
 	s.setState(transport.StateTransfer)
 	s.up.Store(true)
+	select {
+	case <-s.rearm: // up again: a Rearm before this connection is spent
+	default:
+	}
 	s.mu.Lock()
 	hooks := s.hooks
 	s.mu.Unlock()
