@@ -136,12 +136,7 @@ func TestReplicaBecomeSlaveConnectsQuickly(t *testing.T) {
 		if _, err := a.BecomeMaster(1); err != nil {
 			t.Fatal(err)
 		}
-		connected := make(chan struct{}, 4)
-		b.OnConnect(func() { connected <- struct{}{} })
-		if err := b.BecomeSlave("a:1"); err != nil {
-			t.Fatal(err)
-		}
-		<-connected
+		connected := follow(t, b, "a:1")
 		if err := c.BecomeSlave("a:1"); err != nil {
 			t.Fatal(err)
 		}
@@ -171,26 +166,15 @@ func TestReplicaBecomeSlaveConnectsQuickly(t *testing.T) {
 func TestReplicaBecomeSlaveSameAddressRearms(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := newPipeTransport()
-		logger, _ := newTestLogger(t)
 		newRep := func(id int64) *Replica {
-			r, err := NewReplica(ReplicaConfig{Store: newMemStore(1 << 20), Transport: tr, Epochs: testEpochs(t), BrokerID: id,
-				Master: MasterConfig{ListenAddr: "a:1"}, Logger: logger.With("broker_id", id)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
+			return newTestReplica(t, newMemStore(1<<20), tr, testEpochs(t), id, "a:1", nil)
 		}
 		a, b := newRep(1), newRep(2)
 		defer b.Close()
 		if _, err := a.BecomeMaster(1); err != nil {
 			t.Fatal(err)
 		}
-		connected := make(chan struct{}, 4)
-		b.OnConnect(func() { connected <- struct{}{} })
-		if err := b.BecomeSlave("a:1"); err != nil {
-			t.Fatal(err)
-		}
-		<-connected
+		connected := follow(t, b, "a:1")
 
 		// a goes: b was up, so it waits ReconnectDelay between dials.
 		a.Close()

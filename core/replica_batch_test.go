@@ -52,12 +52,7 @@ func TestReplicaPutBatchRoles(t *testing.T) {
 		if _, err := a.BecomeMaster(0); err != nil {
 			t.Fatal(err)
 		}
-		connected := make(chan struct{}, 8)
-		b.OnConnect(func() { connected <- struct{}{} })
-		if err := b.BecomeSlave("a:1"); err != nil {
-			t.Fatal(err)
-		}
-		<-connected
+		follow(t, b, "a:1")
 		synctest.Wait()
 
 		wantAll("slave", b.PutBatch(ctx, batch()), ErrNotMaster, ErrSlaveWriteProtected)

@@ -24,6 +24,19 @@ func newTestReplica(t *testing.T, st *memStore, tr *pipeTransport, ep *epoch.Fil
 	return r
 }
 
+// follow makes r a slave of addr and waits until its connection reaches
+// TRANSFER; the returned channel receives once per later connection.
+func follow(t *testing.T, r *Replica, addr string) <-chan struct{} {
+	t.Helper()
+	connected := make(chan struct{}, 8)
+	r.OnConnect(func() { connected <- struct{}{} })
+	if err := r.BecomeSlave(addr); err != nil {
+		t.Fatal(err)
+	}
+	<-connected
+	return connected
+}
+
 // TestReplicaRoleChanges: epochs (0 = last + 1, older refused, appended at
 // the max offset), puts by role, OnConnect pushed at TRANSFER, a demote
 // fences the master, and metrics keep their counts across re-creations on
@@ -46,12 +59,7 @@ func TestReplicaRoleChanges(t *testing.T) {
 		if _, err := a.Put(context.Background(), testMsg(10)); err != nil {
 			t.Fatal(err)
 		}
-		connected := make(chan struct{}, 8)
-		b.OnConnect(func() { connected <- struct{}{} })
-		if err := b.BecomeSlave("a:1"); err != nil {
-			t.Fatal(err)
-		}
-		<-connected
+		follow(t, b, "a:1")
 		synctest.Wait()
 		if _, err := b.Put(context.Background(), testMsg(10)); !errors.Is(err, ErrNotMaster) || !errors.Is(err, ErrSlaveWriteProtected) {
 			t.Fatalf("put on a slave: %v", err)

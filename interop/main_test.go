@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/replicatorhq/replicator/internal/freeport"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
 
@@ -336,25 +336,14 @@ func (p *proc) noErrors() {
 	}
 }
 
-// freeAddrs returns n distinct free 127.0.0.1 addresses.
+// freeAddrs returns n distinct free 127.0.0.1 addresses (internal/freeport).
 func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().String())
+	a, err := freeport.Addrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return a
 }
 
 // segmentRE matches a commit-log segment file name: its start offset in 20 digits.
