@@ -16,11 +16,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/replicatorhq/replicator/sdk/proto/producerv1"
 
 	"github.com/replicatorhq/replicator/internal/budget"
+	"github.com/replicatorhq/replicator/internal/producerwire"
 )
 
 // Message is one producer message.
@@ -245,8 +247,9 @@ type Producer struct {
 	closed  bool
 	pending int // futures not completed
 
-	wake    chan struct{} // queue changed (cap 1)
-	idle    chan struct{} // closed and replaced when pending reaches 0
+	wake    chan struct{}           // queue changed (cap 1)
+	active  atomic.Pointer[session] // the open stream, nil between streams
+	idle    chan struct{}           // closed and replaced when pending reaches 0
 	budget  *budget.Budget
 	closeCh chan struct{}
 	runDone chan struct{}
@@ -420,7 +423,13 @@ func (p *Producer) conn(hp string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallSendMsgSize(max(p.opts.maxBatchBytes, p.opts.maxMessageBytes)+256<<10),
-			grpc.MaxCallRecvMsgSize(16<<20)),
+			grpc.MaxCallRecvMsgSize(16<<20),
+			// Batches encode and decode themselves (producerwire: the
+			// same protobuf bytes, no reflection, no Result per answer).
+			grpc.ForceCodecV2(producerwire.Codec{})),
+		// Buffers that are not zeroed on reuse (gRPC's default pool
+		// zeroes a whole 32 KiB or 1 MiB tier for every batch).
+		experimental.WithBufferPool(producerwire.Pool),
 		grpc.WithInitialWindowSize(1<<20),
 		grpc.WithInitialConnWindowSize(4<<20),
 		// A node that stops answering (a paused or partitioned host) ends
@@ -438,7 +447,7 @@ func (p *Producer) conn(hp string) (*grpc.ClientConn, error) {
 // Future is the pending result of SendAsync.
 type Future struct {
 	p        *Producer
-	msg      *producerv1.Message
+	msg      outMsg
 	cost     int64
 	ctx      context.Context // Send's; nil for SendAsync
 	deadline time.Time
@@ -448,6 +457,15 @@ type Future struct {
 	done     chan struct{}
 	res      Result
 	err      error
+}
+
+// outMsg is a message as the stream sends it (producer.proto's Message).
+type outMsg struct {
+	seq     uint64 // set when a batch takes it
+	topic   string
+	queueID int32
+	body    []byte
+	props   map[string]string
 }
 
 // Future states.
@@ -480,6 +498,17 @@ func (f *Future) Wait(ctx context.Context) (Result, error) {
 
 // complete resolves f once; it reports whether this call did.
 func (f *Future) complete(res Result, err error) bool {
+	if !f.resolve(res, err) {
+		return false
+	}
+	f.p.completed(f.cost, 1)
+	return true
+}
+
+// resolve resolves f once without giving back its in-flight bytes and its
+// count (completed, which the caller calls for several futures at once);
+// it reports whether this call did.
+func (f *Future) resolve(res Result, err error) bool {
 	for {
 		s := f.state.Load()
 		if s == stDone {
@@ -491,15 +520,20 @@ func (f *Future) complete(res Result, err error) bool {
 	}
 	f.res, f.err = res, err
 	close(f.done)
-	f.p.budget.Release(f.cost)
-	f.p.mu.Lock()
-	f.p.pending--
-	if f.p.pending == 0 {
-		close(f.p.idle)
-		f.p.idle = make(chan struct{})
-	}
-	f.p.mu.Unlock()
 	return true
+}
+
+// completed gives back the in-flight bytes (cost) and the count (n) of
+// resolved futures.
+func (p *Producer) completed(cost int64, n int) {
+	p.budget.Release(cost)
+	p.mu.Lock()
+	p.pending -= n
+	if p.pending == 0 {
+		close(p.idle)
+		p.idle = make(chan struct{})
+	}
+	p.mu.Unlock()
 }
 
 // Send stores msg and returns its result. When ctx ends first, Send returns
@@ -510,10 +544,15 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	cdone := ctx.Done()
+	if cdone == nil {
+		<-f.done
+		return f.res, f.err
+	}
 	select {
 	case <-f.done:
 		return f.res, f.err
-	case <-ctx.Done():
+	case <-cdone:
 	}
 	if f.state.CompareAndSwap(stQueued, stCancelled) {
 		f.complete(Result{}, &PutError{Storage: NotStored, Kind: ctx.Err(), Message: "cancelled before it was sent"})
@@ -588,19 +627,19 @@ func (p *Producer) enqueue(ctx context.Context, msg *Message) (*Future, error) {
 	if len(msg.Body) > p.opts.maxMessageBytes {
 		return nil, &PutError{Storage: NotStored, Kind: ErrTooLarge, Message: fmt.Sprintf("body of %d bytes is larger than the limit of %d bytes", len(msg.Body), p.opts.maxMessageBytes)}
 	}
-	pm := &producerv1.Message{Topic: msg.Topic, QueueId: msg.QueueID, Body: msg.Body}
+	pm := outMsg{topic: msg.Topic, queueID: msg.QueueID, body: msg.Body}
 	cost := int64(len(msg.Body)+len(msg.Topic)) + messageCost
 	if len(msg.Properties) > 0 || msg.Tags != "" || msg.Keys != "" {
-		pm.Properties = make(map[string]string, len(msg.Properties)+2)
+		pm.props = make(map[string]string, len(msg.Properties)+2)
 		for k, v := range msg.Properties {
-			pm.Properties[k] = v
+			pm.props[k] = v
 			cost += int64(len(k) + len(v))
 		}
 		if msg.Tags != "" {
-			pm.Properties[PropertyTags] = msg.Tags
+			pm.props[PropertyTags] = msg.Tags
 		}
 		if msg.Keys != "" {
-			pm.Properties[PropertyKeys] = msg.Keys
+			pm.props[PropertyKeys] = msg.Keys
 		}
 		cost += int64(len(msg.Tags) + len(msg.Keys))
 	}
@@ -630,7 +669,9 @@ func (p *Producer) enqueue(ctx context.Context, msg *Message) (*Future, error) {
 	p.pending++
 	p.queue = append(p.queue, f)
 	p.mu.Unlock()
-	p.signal()
+	if s := p.active.Load(); s == nil || !s.sendNow() {
+		p.signal()
+	}
 	return f, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -21,7 +22,12 @@ import (
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // runNode runs a node in this process on real loopback TCP and real files.
 func runNode(t testing.TB, cfg node.Config) (*node.Node, func()) {

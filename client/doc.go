@@ -87,4 +87,12 @@
 // "authorization" metadata. Each PutRequest holds messages with a
 // growing sequence number (from 1 per stream); each PutResponse holds
 // results in completion order, each tagged by its message's sequence.
+// The producer encodes its batches and decodes the results itself
+// (internal/producerwire: the protobuf encoding of producer.proto, written
+// and read without reflection, on buffers that are not zeroed for reuse);
+// a node or a peer using the generated code sees the same bytes. A Send
+// that finds its stream idle (no batch unanswered, the previous batch a
+// lone message) sends its message from its own goroutine; otherwise one
+// writer goroutine per stream gathers the queued messages into the next
+// batch.
 package client

@@ -103,3 +103,57 @@ func TestClosesIdleStream(t *testing.T) {
 		t.Fatalf("%v messages answered, want 2", n)
 	}
 }
+
+// TestIdleTimerCountsDirectSends: a Send that finds its stream idle sends
+// its batch itself, without waking the writer that waits with the idle
+// timer armed; when that timer fires, the writer arms it again from the
+// batch instead of closing a stream that just sent one. The idle timer
+// is fake.
+func TestIdleTimerCountsDirectSends(t *testing.T) {
+	master, _ := runNode(t, node.Config{Role: core.AsyncMaster, DataDir: t.TempDir(), HAListen: "127.0.0.1:0"})
+	fire := make(chan time.Time)
+	asked := make(chan time.Duration, 64)
+	timer := func(d time.Duration) (<-chan time.Time, func() bool) {
+		asked <- d
+		return fire, func() bool { return true }
+	}
+	p := dial(t, []string{master.URL()}, client.WithIdleTimer(timer))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitArmed := func() {
+		t.Helper()
+		select {
+		case <-asked:
+		case <-ctx.Done():
+			t.Fatal("no idle timer was armed")
+		}
+	}
+	send := func(body string) {
+		t.Helper()
+		if _, err := p.Send(ctx, &client.Message{Topic: "T", Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("a")
+	waitArmed()
+	for len(asked) > 0 { // re-armed on the node's idle timeout header
+		<-asked
+	}
+	send("b") // from this goroutine: the writer still waits with its timer
+	fire <- time.Now()
+	waitArmed() // armed again, not closed
+	if n := metricValue(t, master, "replicator_stream_active_streams"); n != 1 {
+		t.Fatalf("%v streams open after the timer fired behind a batch, want 1", n)
+	}
+	fire <- time.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, master, "replicator_stream_active_streams") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle stream did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := metricValue(t, master, "replicator_stream_messages_total"); n != 2 {
+		t.Fatalf("%v messages answered, want 2", n)
+	}
+}

@@ -12,10 +12,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/replicatorhq/replicator/sdk/proto/producerv1"
+
+	"github.com/replicatorhq/replicator/internal/producerwire"
 )
 
 // run opens a stream to the current target whenever messages are queued,
@@ -131,6 +134,22 @@ type session struct {
 	// idle is how long the writer waits without a batch to send before it
 	// closes the stream (nanoseconds; lowered by the node's headers).
 	idle atomic.Int64
+	// lastSent is when the last batch left (UnixNano); batches counts them.
+	lastSent atomic.Int64
+	batches  atomic.Uint64
+
+	// sendMu is held by whoever sends on the stream: the writer, or a
+	// Send that finds the stream idle (sendNow). It guards the fields
+	// below.
+	sendMu sync.Mutex
+	done   bool // the stream failed or was half-closed: send nothing more
+	last   int  // the size of the previous batch
+	batch  []*Future
+	req    requestBatch
+
+	// relCost and relN: what the reader's current response resolved.
+	relCost int64
+	relN    int
 }
 
 // batchRef counts the messages of a sent batch without an answer.
@@ -152,12 +171,15 @@ func (p *Producer) session(hp string) sessionEnd {
 	}
 	s := &session{p: p, hp: hp, stream: stream, cancel: cancel, inflight: map[uint64]*Future{}, stop: make(chan struct{}), room: make(chan struct{}, 1)}
 	s.idle.Store(int64(p.opts.idleTimeout))
+	s.lastSent.Store(time.Now().UnixNano())
 	wdone := make(chan struct{})
 	go func() {
 		defer close(wdone)
 		s.writer()
 	}()
+	p.active.Store(s)
 	rerr := s.reader()
+	p.active.Store(nil)
 	s.halt()
 	cancel()
 	<-wdone
@@ -170,49 +192,89 @@ func (s *session) halt() { s.stopOnce.Do(func() { close(s.stop) }) }
 // fails, then half-closes the stream.
 func (s *session) writer() {
 	p := s.p
-	var batch []*Future
-	last := 0 // the size of the previous batch
-	sentAt := time.Now()
 	for {
-		if !s.waitWork(sentAt) {
-			s.stream.CloseSend()
-			return
-		}
-		if !s.waitRoom() {
-			s.stream.CloseSend()
+		if !s.waitWork() || !s.waitRoom() {
+			s.sendMu.Lock()
+			if !s.done {
+				s.done = true
+				s.stream.CloseSend()
+			}
+			s.sendMu.Unlock()
 			return
 		}
 		if p.opts.linger > 0 {
 			s.linger()
-		} else if last > 1 && p.queued() < last/2 {
-			// The senders of the batch just answered are waking up:
-			// let them queue before this batch leaves.
-			runtime.Gosched()
+		} else {
+			s.sendMu.Lock()
+			last := s.last
+			s.sendMu.Unlock()
+			if last > 1 && p.queued() < last/2 {
+				// The senders of the batch just answered are waking up:
+				// let them queue before this batch leaves.
+				runtime.Gosched()
+			}
 		}
-		batch = p.takeBatch(batch[:0])
-		last = len(batch)
-		if len(batch) == 0 {
-			continue
-		}
-		req := &producerv1.PutRequest{Messages: make([]*producerv1.Message, 0, len(batch))}
-		ref := &batchRef{left: len(batch)}
-		s.mu.Lock()
-		s.open++
-		for _, f := range batch {
-			f.batch = ref
-			s.seq++
-			f.msg.Sequence = s.seq
-			s.inflight[s.seq] = f
-			req.Messages = append(req.Messages, f.msg)
-		}
-		s.mu.Unlock()
-		if err := s.stream.Send(req); err != nil {
+		s.sendMu.Lock()
+		ok := !s.done && s.sendLocked()
+		s.sendMu.Unlock()
+		if !ok {
 			// The reader sees the stream's error and settles the batch.
 			return
 		}
-		sentAt = time.Now()
-		clear(batch)
 	}
+}
+
+// sendNow sends the queue from the calling goroutine (a Send) when the
+// stream is idle: no batch open, nobody sending, the previous batch a
+// lone message, no linger. A lone producer's message then leaves without
+// waking the writer. False when it did not send (the writer must).
+func (s *session) sendNow() bool {
+	if s.p.opts.linger > 0 || !s.sendMu.TryLock() {
+		return false
+	}
+	defer s.sendMu.Unlock()
+	s.mu.Lock()
+	open := s.open
+	s.mu.Unlock()
+	if s.done || open > 0 || s.last > 1 || isClosed(s.stop) {
+		return false
+	}
+	s.sendLocked()
+	return true
+}
+
+// sendLocked sends a batch of the queued messages; the caller holds
+// sendMu. False when the stream failed (the reader then settles what was
+// sent).
+func (s *session) sendLocked() bool {
+	p := s.p
+	batch := p.takeBatch(s.batch[:0])
+	s.batch = batch
+	if len(batch) == 0 {
+		return true
+	}
+	s.last = len(batch)
+	ref := &batchRef{left: len(batch)}
+	s.mu.Lock()
+	s.open++
+	for _, f := range batch {
+		f.batch = ref
+		s.seq++
+		f.msg.seq = s.seq
+		s.inflight[s.seq] = f
+	}
+	s.mu.Unlock()
+	s.req.fs = batch
+	err := s.stream.SendMsg(&s.req)
+	s.req.fs = nil
+	clear(batch)
+	s.lastSent.Store(time.Now().UnixNano())
+	s.batches.Add(1)
+	if err != nil {
+		s.done = true
+		return false
+	}
+	return true
 }
 
 // waitRoom waits until fewer than the maximum batches are open; false when
@@ -251,13 +313,15 @@ func (s *session) answeredLocked(f *Future) {
 
 // waitWork waits for queued messages; false when halted, closing with
 // nothing queued, or when nothing was sent for the idle timeout since
-// sentAt (the stream then ends, cleanly, before the node's idle close).
-func (s *session) waitWork(sentAt time.Time) bool {
+// the last batch (the stream then ends, cleanly, before the node's idle
+// close).
+func (s *session) waitWork() bool {
 	p := s.p
 	var (
-		idle     <-chan time.Time
-		armed    int64 // the idle timeout idle was armed for
-		stopIdle = func() bool { return false }
+		idle      <-chan time.Time
+		armed     int64  // the idle timeout idle was armed for
+		sentAtArm uint64 // batches sent when it was armed
+		stopIdle  = func() bool { return false }
 	)
 	defer func() { stopIdle() }()
 	for {
@@ -274,13 +338,13 @@ func (s *session) waitWork(sentAt time.Time) bool {
 		}
 		if to := s.idle.Load(); idle == nil || to != armed {
 			stopIdle()
-			d := time.Duration(to) - time.Since(sentAt)
+			d := time.Duration(to) - time.Since(time.Unix(0, s.lastSent.Load()))
 			if d <= 0 {
 				p.log.Debug("closing the idle producer stream", "node", s.hp)
 				return false
 			}
 			idle, stopIdle = p.opts.newTimer(d)
-			armed = to
+			armed, sentAtArm = to, s.batches.Load()
 		}
 		select {
 		case <-p.wake:
@@ -289,6 +353,13 @@ func (s *session) waitWork(sentAt time.Time) bool {
 		case <-p.closeCh:
 			return false
 		case <-idle:
+			// A Send may have sent a batch itself meanwhile (sendNow):
+			// the timer is armed again from that batch.
+			if s.batches.Load() != sentAtArm {
+				stopIdle()
+				idle = nil
+				continue
+			}
 			p.log.Debug("closing the idle producer stream", "node", s.hp)
 			return false
 		}
@@ -306,7 +377,7 @@ func (s *session) linger() {
 		for _, f := range p.queue {
 			if f.state.Load() == stQueued {
 				n++
-				bytes += len(f.msg.Body)
+				bytes += len(f.msg.body)
 			}
 		}
 		p.mu.Unlock()
@@ -338,14 +409,14 @@ func (p *Producer) takeBatch(batch []*Future) []*Future {
 	bytes, i := 0, 0
 	for ; i < len(p.queue); i++ {
 		f := p.queue[i]
-		if len(batch) > 0 && (len(batch) >= p.opts.maxBatchMessages || bytes+len(f.msg.Body) > p.opts.maxBatchBytes) {
+		if len(batch) > 0 && (len(batch) >= p.opts.maxBatchMessages || bytes+len(f.msg.body) > p.opts.maxBatchBytes) {
 			break
 		}
 		if !f.state.CompareAndSwap(stQueued, stSent) {
 			continue // cancelled
 		}
 		batch = append(batch, f)
-		bytes += len(f.msg.Body)
+		bytes += len(f.msg.body)
 	}
 	n := copy(p.queue, p.queue[i:])
 	clear(p.queue[n:])
@@ -373,16 +444,20 @@ func (s *session) reader() error {
 			}
 		}
 	}
+	var resp responseBatch
 	for {
-		resp, err := s.stream.Recv()
-		if err != nil {
+		clear(resp.rs)
+		resp.rs = resp.rs[:0]
+		if err := s.stream.RecvMsg(&resp); err != nil {
 			return err
 		}
 		var retry []*Future
-		for _, r := range resp.GetResults() {
+		s.relCost, s.relN = 0, 0
+		for i := range resp.rs {
+			r := &resp.rs[i]
 			s.mu.Lock()
-			f := s.inflight[r.GetSequence()]
-			delete(s.inflight, r.GetSequence())
+			f := s.inflight[r.Sequence]
+			delete(s.inflight, r.Sequence)
 			if f != nil {
 				s.answeredLocked(f)
 			}
@@ -394,6 +469,9 @@ func (s *session) reader() error {
 				retry = append(retry, f)
 			}
 		}
+		if s.relN > 0 {
+			s.p.completed(s.relCost, s.relN)
+		}
 		if len(retry) > 0 {
 			s.p.requeue(retry)
 		}
@@ -402,20 +480,20 @@ func (s *session) reader() error {
 
 // settle completes f with r, or reports that f must be sent again (the
 // node certainly did not store it and another node may).
-func (s *session) settle(f *Future, r *producerv1.Result) bool {
-	switch r.GetStorage() {
+func (s *session) settle(f *Future, r *producerwire.Result) bool {
+	switch producerv1.Storage(r.Storage) {
 	case producerv1.Storage_STORAGE_STORED:
 		s.mu.Lock()
 		s.stored = true
 		s.mu.Unlock()
-		f.complete(Result{
-			Status: statusOf(r.GetStatus()), Offset: r.GetOffset(), NextOffset: r.GetNextOffset(),
-			QueueOffset: r.GetQueueOffset(), Node: s.hp, Epoch: r.GetEpoch(), BrokerID: r.GetBrokerId(),
+		s.resolve(f, Result{
+			Status: statusOf(producerv1.Status(r.Status)), Offset: r.Offset, NextOffset: r.NextOffset,
+			QueueOffset: r.QueueOffset, Node: s.hp, Epoch: r.Epoch, BrokerID: r.BrokerID,
 		}, nil)
 		return false
 	case producerv1.Storage_STORAGE_NOT_STORED:
-		e := &PutError{Storage: NotStored, Node: s.hp, Message: r.GetMessage()}
-		switch r.GetError() {
+		e := &PutError{Storage: NotStored, Node: s.hp, Message: r.Message}
+		switch producerv1.Error(r.Error) {
 		case producerv1.Error_ERROR_INVALID_MESSAGE:
 			e.Kind = ErrInvalidMessage
 		case producerv1.Error_ERROR_TOO_LARGE:
@@ -432,7 +510,7 @@ func (s *session) settle(f *Future, r *producerv1.Result) bool {
 				break
 			}
 			f.lastErr = e
-			s.redirect(r.GetMasterApi())
+			s.redirect(r.MasterAPI)
 			return true
 		case producerv1.Error_ERROR_SHUTTING_DOWN:
 			e.Kind = ErrUnavailable
@@ -442,15 +520,24 @@ func (s *session) settle(f *Future, r *producerv1.Result) bool {
 		default:
 			e.Kind = ErrInternal
 		}
-		f.complete(Result{}, e)
+		s.resolve(f, Result{}, e)
 		return false
 	}
 	kind := ErrInternal
-	if r.GetError() == producerv1.Error_ERROR_FENCED {
+	if producerv1.Error(r.Error) == producerv1.Error_ERROR_FENCED {
 		kind = ErrFenced
 	}
-	f.complete(Result{}, &PutError{Storage: MaybeStored, Kind: kind, Node: s.hp, Message: r.GetMessage(), Offset: r.GetOffset()})
+	s.resolve(f, Result{}, &PutError{Storage: MaybeStored, Kind: kind, Node: s.hp, Message: r.Message, Offset: r.Offset})
 	return false
+}
+
+// resolve resolves f for the reader, which gives back the in-flight
+// bytes and counts of a response's futures at once (relCost, relN).
+func (s *session) resolve(f *Future, res Result, err error) {
+	if f.resolve(res, err) {
+		s.relCost += f.cost
+		s.relN++
+	}
 }
 
 // redirect ends the stream gracefully (the node answers what it took)
@@ -558,4 +645,38 @@ func statusOf(s producerv1.Status) Status {
 		return SlaveNotAvailable
 	}
 	return PutOK
+}
+
+// requestBatch is a PutRequest of queued messages (producerwire.Marshaler:
+// encoded straight from the futures).
+type requestBatch struct{ fs []*Future }
+
+func (r *requestBatch) Size() int {
+	n := 0
+	for _, f := range r.fs {
+		m := &f.msg
+		n += producerwire.SizeRequestMessage(m.seq, m.topic, m.queueID, m.body, m.props)
+	}
+	return n
+}
+
+func (r *requestBatch) AppendTo(b []byte) []byte {
+	for _, f := range r.fs {
+		m := &f.msg
+		b = producerwire.AppendRequestMessage(b, m.seq, m.topic, m.queueID, m.body, m.props)
+	}
+	return b
+}
+
+// responseBatch is a received PutResponse (producerwire.Unmarshaler).
+type responseBatch struct{ rs []producerwire.Result }
+
+func (r *responseBatch) UnmarshalBuffers(data mem.BufferSlice) error {
+	buf := producerwire.Hold(data)
+	defer buf.Free()
+	var err error
+	if r.rs, err = producerwire.DecodeResponse(buf.ReadOnlyData(), r.rs); err != nil {
+		return fmt.Errorf("client: a response of the node: %w", err)
+	}
+	return nil
 }

@@ -160,6 +160,45 @@ func benchEpochs(b *testing.B, dir string, master int32) *epoch.File {
 }
 
 // benchSlaveConfig is the slave configuration of a benchmark.
+// openBenchLog opens a commit log in dir with benchLogOptions, closed when
+// the benchmark ends.
+func openBenchLog(b *testing.B, dir string) *commitlog.Log {
+	l, err := commitlog.Open(dir, benchLogOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l
+}
+
+// startBenchPair starts a master on mlog with mcfg and a slave on slog with
+// scfg following it over loopback TCP, and waits for the slave to
+// connect; both close when the benchmark ends.
+func startBenchPair(b *testing.B, mlog store.Store, slog store.Log, mcfg core.MasterConfig, scfg core.SlaveConfig) (*core.Master, *core.SlaveNode) {
+	tr := tcptransport.New(tcptransport.DefaultOptions())
+	m, err := core.NewMaster(mlog, tr, mcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	scfg.MasterAddr = m.Addr()
+	s, err := core.NewSlave(slog, tr, scfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := m.WaitSlaves(context.Background(), 1); err != nil {
+		b.Fatal(err)
+	}
+	return m, s
+}
+
 func benchSlaveConfig(b *testing.B, addr, dir string, proto core.Protocol) core.SlaveConfig {
 	cfg := core.SlaveConfig{MasterAddr: addr, Protocol: proto, BrokerID: 2}
 	if proto == core.ProtocolAutoSwitch {
@@ -278,42 +317,13 @@ func BenchmarkSyncPut(b *testing.B) {
 
 func benchSyncPut(b *testing.B, proto core.Protocol, producers int) {
 	dir := b.TempDir()
-	opts := benchLogOptions()
-	mlog, err := commitlog.Open(dir+"/master", opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer mlog.Close()
-	slog, err := commitlog.Open(dir+"/slave", opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer slog.Close()
-	tr := tcptransport.New(tcptransport.DefaultOptions())
+	mlog, slog := openBenchLog(b, dir+"/master"), openBenchLog(b, dir+"/slave")
 	mcfg := core.MasterConfig{ListenAddr: "127.0.0.1:0", Role: core.SyncMaster, Protocol: proto, BrokerID: 1}
 	if proto == core.ProtocolAutoSwitch {
 		mcfg.Epochs = benchEpochs(b, dir+"/master", 1)
 	}
-	m, err := core.NewMaster(mlog, tr, mcfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := m.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	s, err := core.NewSlave(slog, tr, benchSlaveConfig(b, m.Addr(), dir+"/slave", proto))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	m, _ := startBenchPair(b, mlog, slog, mcfg, benchSlaveConfig(b, "", dir+"/slave", proto))
 	ctx := context.Background()
-	if err := m.WaitSlaves(ctx, 1); err != nil {
-		b.Fatal(err)
-	}
 	// Autoswitch: sync puts wait for the in-sync set; the slave
 	// must have joined it.
 	for proto == core.ProtocolAutoSwitch && len(m.Status().SyncStateSet) < 2 {

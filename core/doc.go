@@ -89,6 +89,16 @@
 // stops replication (the store is unusable). SlaveNode.Put always fails with
 // ErrSlaveWriteProtected.
 //
+// The receive loop (receive.go) is one loop for both protocols and both
+// body paths, three steps a frame: receive (a frame source from package
+// transport parses the header), append (the body reaches the store through
+// the source's body callback: Store.AppendAt from the reader's buffer, or
+// store.AppenderFrom's AppendAtFrom straight from the socket), report (the
+// loop decides: before it waits, when the reader says nothing is buffered
+// (transport.ErrWouldBlock from an armed transport.ConnReader); after every
+// autoswitch heartbeat; at least every 1 MiB applied). A store never
+// reports, so a change of reader or store cannot change when acks go out.
+//
 // When the store implements store.AppenderFrom (the commitlog store does) and the
 // connection has a file descriptor (plain TCP on Linux), the slave hands
 // each frame body to the store as a reader over the socket

@@ -50,9 +50,11 @@ func (ss *slaveSession) newReceiver() receiver {
 	as := s.cfg.Protocol == ProtocolAutoSwitch
 	switch {
 	case direct && as:
-		return &asDirectRx{app: app, r: transport.NewAutoSwitchDirectReader(ss.cr, s.cfg.MaxFrameBody)}
+		r := transport.NewAutoSwitchDirectReader(ss.cr, s.cfg.MaxFrameBody)
+		return &asDirectRx{app: app, r: r, br: bodyReader{r: r}}
 	case direct:
-		return &classicDirectRx{app: app, r: transport.NewDirectReader(ss.cr, s.cfg.MaxFrameBody)}
+		r := transport.NewDirectReader(ss.cr, s.cfg.MaxFrameBody)
+		return &classicDirectRx{app: app, r: r, br: bodyReader{r: r}}
 	case as:
 		return &asBufRx{r: transport.NewMasterFrameReader(ss.cr, s.cfg.MaxFrameBody)}
 	}
@@ -87,7 +89,9 @@ func (x *asBufRx) readBody(f *rxFrame) ([]byte, error) { return f.body, nil }
 const reportEvery = 1 << 20
 
 // bodyReader remembers the read error that made AppendAtFrom fail, to tell
-// a broken connection from a failed store.
+// a broken connection from a failed store. A direct receiver keeps one for
+// all its frames (a new one per frame was a heap allocation per frame:
+// the store takes it as an io.Reader).
 type bodyReader struct {
 	r   io.Reader
 	err error
@@ -107,9 +111,9 @@ type bodyErr struct{ error }
 
 func (e bodyErr) Unwrap() error { return e.error }
 
-func directAppend(app store.AppenderFrom, r io.Reader, f *rxFrame) (int64, error) {
-	br := bodyReader{r: r}
-	n, err := app.AppendAtFrom(f.th.Offset, int(f.th.Size), &br)
+func directAppend(app store.AppenderFrom, br *bodyReader, f *rxFrame) (int64, error) {
+	br.err = nil
+	n, err := app.AppendAtFrom(f.th.Offset, int(f.th.Size), br)
 	if err != nil && br.err != nil {
 		return n, bodyErr{br.err}
 	}
@@ -127,6 +131,7 @@ func directRead(r io.Reader, f *rxFrame) ([]byte, error) {
 type classicDirectRx struct {
 	app store.AppenderFrom
 	r   *transport.DirectReader
+	br  bodyReader // reads r
 }
 
 func (x *classicDirectRx) next() (rxFrame, error) {
@@ -134,7 +139,7 @@ func (x *classicDirectRx) next() (rxFrame, error) {
 	return rxFrame{state: transport.StateTransfer, th: transport.TransferHeader{Offset: h.Offset, Size: int32(h.Size)}}, err
 }
 func (x *classicDirectRx) appendBody(_ store.Log, f *rxFrame) (int64, error) {
-	return directAppend(x.app, x.r, f)
+	return directAppend(x.app, &x.br, f)
 }
 func (x *classicDirectRx) readBody(f *rxFrame) ([]byte, error) {
 	return directRead(x.r, f)
@@ -143,6 +148,7 @@ func (x *classicDirectRx) readBody(f *rxFrame) ([]byte, error) {
 type asDirectRx struct {
 	app store.AppenderFrom
 	r   *transport.AutoSwitchDirectReader
+	br  bodyReader // reads r
 }
 
 func (x *asDirectRx) next() (rxFrame, error) {
@@ -150,7 +156,7 @@ func (x *asDirectRx) next() (rxFrame, error) {
 	return rxFrame{state: f.State, hs: f.Handshake, th: f.Transfer}, err
 }
 func (x *asDirectRx) appendBody(_ store.Log, f *rxFrame) (int64, error) {
-	return directAppend(x.app, x.r, f)
+	return directAppend(x.app, &x.br, f)
 }
 func (x *asDirectRx) readBody(f *rxFrame) ([]byte, error) {
 	return directRead(x.r, f)
@@ -182,20 +188,24 @@ func (ss *slaveSession) receive(rx receiver) error {
 	var since int64 // bytes applied since the last report
 	first := true   // the first frame of the session with a body
 	as := ss.s.cfg.Protocol == ProtocolAutoSwitch
+	// The frame lives in the session: a local would move to the heap
+	// once per frame (the receivers take it by pointer through an
+	// interface).
+	f := &ss.frame
 	for {
 		// Receive (reporting first when nothing is buffered: nextFrame).
-		f, err := ss.nextFrame(rx)
-		if err != nil {
+		var err error
+		if *f, err = ss.nextFrame(rx); err != nil {
 			return err
 		}
-		if err := ss.checkFrame(&f); err != nil {
+		if err := ss.checkFrame(f); err != nil {
 			return err
 		}
 		// Append (a heartbeat has no body).
 		if f.th.Size == 0 {
-			ss.heartbeat(&f)
+			ss.heartbeat(f)
 		} else {
-			if err := ss.appendFrame(rx, &f, first); err != nil {
+			if err := ss.appendFrame(rx, f, first); err != nil {
 				return err
 			}
 			first = false

@@ -417,9 +417,10 @@ type slaveSession struct {
 	done chan struct{} // closed when the reader ends
 
 	// receive loop state (reader goroutine only)
-	frames    int64 // frames received
-	appended  bool  // bytes were appended
-	lastEpoch int32 // autoswitch: the local last epoch
+	frame     rxFrame // the frame being received (receive)
+	frames    int64   // frames received
+	appended  bool    // bytes were appended
+	lastEpoch int32   // autoswitch: the local last epoch
 	hasEpoch  bool
 	hbOnly    bool // autoswitch: the master sends heartbeats only while it holds more
 }

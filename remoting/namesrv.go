@@ -80,23 +80,13 @@ func NewRegisterBroker(r BrokerRegistration, body []byte) (*Command, error) {
 	if err := r.check(true); err != nil {
 		return nil, err
 	}
-	return &Command{
-		Code:     RegisterBroker,
-		Language: LanguageGo,
-		Version:  RegisterVersion,
-		ExtFields: map[string]string{
-			"brokerAddr":         r.BrokerAddr,
-			"brokerId":           strconv.FormatInt(r.BrokerID, 10),
-			"brokerName":         r.BrokerName,
-			"clusterName":        r.ClusterName,
-			"haServerAddr":       r.HAServerAddr,
-			"enableActingMaster": "false",
-			"compressed":         "false",
-			"bodyCrc32":          strconv.FormatInt(int64(BodyCRC32(body)), 10),
-		},
-		Body:      body,
-		Serialize: JSON,
-	}, nil
+	c := r.command(RegisterBroker)
+	c.ExtFields["haServerAddr"] = r.HAServerAddr
+	c.ExtFields["enableActingMaster"] = "false"
+	c.ExtFields["compressed"] = "false"
+	c.ExtFields["bodyCrc32"] = strconv.FormatInt(int64(BodyCRC32(body)), 10)
+	c.Body = body
+	return c, nil
 }
 
 // NewUnregisterBroker returns the UNREGISTER_BROKER (104) request of r
@@ -106,8 +96,14 @@ func NewUnregisterBroker(r BrokerRegistration) (*Command, error) {
 	if err := r.check(false); err != nil {
 		return nil, err
 	}
+	return r.command(UnregisterBroker), nil
+}
+
+// command is a JSON-header request of code with the ext fields both
+// requests carry: brokerAddr, brokerId, brokerName and clusterName.
+func (r BrokerRegistration) command(code int32) *Command {
 	return &Command{
-		Code:     UnregisterBroker,
+		Code:     code,
 		Language: LanguageGo,
 		Version:  RegisterVersion,
 		ExtFields: map[string]string{
@@ -117,7 +113,7 @@ func NewUnregisterBroker(r BrokerRegistration) (*Command, error) {
 			"clusterName": r.ClusterName,
 		},
 		Serialize: JSON,
-	}, nil
+	}
 }
 
 func (r BrokerRegistration) check(ha bool) error {

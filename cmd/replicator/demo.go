@@ -11,16 +11,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/replicatorhq/replicator/internal/childproc"
 	"github.com/replicatorhq/replicator/internal/config"
 	"github.com/replicatorhq/replicator/internal/freeport"
 	"github.com/replicatorhq/replicator/internal/node"
@@ -37,74 +36,10 @@ const (
 	demoPoll           = 20 * time.Millisecond
 )
 
-// child is a replicator process started by the demo.
-type child struct {
-	name string
-	cmd  *exec.Cmd
-	log  string        // its log file
-	done chan struct{} // closed when it exited
-	err  error         // its exit status, valid after done
-}
-
-func startChild(exe, name, logPath string, args ...string) (*child, error) {
-	// Appended to: a node of demo --failover restarts on the same log.
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// The nodes get their settings from the demo's flags only, not from
-	// REPLICATOR_* variables (or a REPLICATOR_CONFIG file) meant for others.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.SysProcAttr = childSysProcAttr()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting the %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		f.Close()
-		close(c.done)
-	}()
-	return c, nil
-}
-
-// stop sends SIGTERM and waits for the exit, killing the process after
-// demoStopTimeout. It reports whether the process exited cleanly.
-func (c *child) stop() error {
-	select {
-	case <-c.done:
-		return c.err
-	default:
-	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return c.err
-	case <-time.After(demoStopTimeout):
-		c.cmd.Process.Kill()
-		<-c.done
-		return fmt.Errorf("%s did not stop within %s; killed", c.name, demoStopTimeout)
-	}
-}
-
-// exited returns an error describing an early exit, with the log's tail.
-func (c *child) exited() error {
-	tail := ""
-	if b, err := os.ReadFile(c.log); err == nil {
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) > 10 {
-			lines = lines[len(lines)-10:]
-		}
-		tail = "\n  " + strings.Join(lines, "\n  ")
-	}
-	return fmt.Errorf("the %s exited (%v); its log %s ends with:%s", c.name, c.err, c.log, tail)
+// startChild starts a node of the demo (internal/childproc), its output
+// appended to logPath: a node of demo --failover restarts on the same log.
+func startChild(exe, name, logPath string, args ...string) (*childproc.Proc, error) {
+	return childproc.Start(childproc.Config{Exe: exe, Args: args, Name: name, Log: logPath, Append: true})
 }
 
 // freePorts returns n distinct free loopback TCP ports, below the
@@ -117,8 +52,8 @@ type demo struct {
 	o        demoOpts
 	dir      string
 	exe      string
-	master   *child
-	slave    *child
+	master   *childproc.Proc
+	slave    *childproc.Proc
 	mAPI     string // master API URL
 	sAPI     string // slave API URL
 	haAddr   string
@@ -191,7 +126,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.mc, d.sc = newClient(d.mAPI, 10*time.Second), newClient(d.sAPI, 10*time.Second)
 	for _, n := range []struct {
-		c   *child
+		c   *childproc.Proc
 		api string
 	}{{d.master, d.mAPI}, {d.slave, d.sAPI}} {
 		if err := d.waitReady(ctx, n.c, n.api); err != nil {
@@ -232,28 +167,10 @@ func (d *demo) run(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) waitReady(ctx context.Context, c *child, apiURL string) error {
+func (d *demo) waitReady(ctx context.Context, c *childproc.Proc, apiURL string) error {
 	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(demoStartTimeout)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, apiURL+"/readyz", nil)
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-c.done:
-			return c.exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(demoPoll):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the %s did not become ready within %s (log: %s)", c.name, demoStartTimeout, c.log)
-		}
-	}
+	defer hc.CloseIdleConnections()
+	return c.WaitReady(ctx, hc, apiURL, demoStartTimeout, demoPoll)
 }
 
 func (d *demo) waitConnected(ctx context.Context) error {
@@ -264,16 +181,16 @@ func (d *demo) waitConnected(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-d.master.done:
-			return d.master.exited()
-		case <-d.slave.done:
-			return d.slave.exited()
+		case <-d.master.Done():
+			return d.master.Exited()
+		case <-d.slave.Done():
+			return d.slave.Exited()
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(demoPoll):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the slave did not connect to the master within %s (logs: %s, %s)", demoConnectTimeout, d.master.log, d.slave.log)
+			return fmt.Errorf("the slave did not connect to the master within %s (logs: %s, %s)", demoConnectTimeout, d.master.Log(), d.slave.Log())
 		}
 	}
 }
@@ -424,8 +341,8 @@ func (d *demo) catchUp(ctx context.Context) (time.Duration, error) {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-d.slave.done:
-			return 0, d.slave.exited()
+		case <-d.slave.Done():
+			return 0, d.slave.Exited()
 		case <-time.After(demoPoll):
 		}
 		if time.Now().After(deadline) {
@@ -544,7 +461,7 @@ func (d *demo) summary() {
 	}
 	fmt.Fprintf(w, "\nThe nodes are stopped; their data and logs are kept (master, then slave):\n")
 	fmt.Fprintf(w, "  data      %s  %s\n", filepath.Join(d.dir, "master"), filepath.Join(d.dir, "slave"))
-	fmt.Fprintf(w, "  logs      %s  %s\n", d.master.log, d.slave.log)
+	fmt.Fprintf(w, "  logs      %s  %s\n", d.master.Log(), d.slave.Log())
 	fmt.Fprintf(w, "Start them again with:\n  %s %s &\n  %s %s &\n", d.exe, strings.Join(d.mArgs, " "), d.exe, strings.Join(d.sArgs, " "))
 	fmt.Fprintf(w, "then look at (master, then slave):\n")
 	fmt.Fprintf(w, "  status    %s/v1/status  %s/v1/status  (or: replicator status --api URL --wait-ready)\n", d.mAPI, d.sAPI)
@@ -552,19 +469,16 @@ func (d *demo) summary() {
 	fmt.Fprintf(w, "  messages  replicator tail --api %s\n", d.sAPI)
 }
 
-// stopChildren stops the children in order (nil ones skipped) and returns
-// the errors of those that did not exit cleanly, naming their logs.
-func stopChildren(cs ...*child) []error {
+// stopChildren stops the children in order (nil ones skipped; SIGKILL
+// after demoStopTimeout) and returns the errors of those that did not exit
+// cleanly, naming their logs.
+func stopChildren(cs ...*childproc.Proc) []error {
 	var errs []error
 	for _, c := range cs {
 		if c == nil {
 			continue
 		}
-		if err := c.stop(); err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				err = fmt.Errorf("the %s exited with %v (log: %s)", c.name, ee, c.log)
-			}
+		if err := c.Stop(demoStopTimeout); err != nil {
 			errs = append(errs, err)
 		}
 	}

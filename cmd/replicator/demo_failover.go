@@ -159,9 +159,9 @@ func (d *failoverDemo) run(ctx context.Context) error {
 		return err
 	}
 	c := d.c
-	fmt.Fprintf(d.w, "  controller  %s  (embedded etcd, election delay %s, pid %d)\n", c.ctlURL, f.ElectionDelay, c.ctl.cmd.Process.Pid)
+	fmt.Fprintf(d.w, "  controller  %s  (embedded etcd, election delay %s, pid %d)\n", c.ctlURL, f.ElectionDelay, c.ctl.Pid())
 	for _, n := range c.nodes {
-		fmt.Fprintf(d.w, "  %s      %s  (HA %s, pid %d)\n", n.name, n.api, n.ha, n.proc.cmd.Process.Pid)
+		fmt.Fprintf(d.w, "  %s      %s  (HA %s, pid %d)\n", n.name, n.api, n.ha, n.proc.Pid())
 	}
 	fmt.Fprintf(d.w, "  group %q: %s replication, lease TTL %s, %d producers of %s messages\n",
 		failoverGroup, d.repl, f.LeaseTTL, d.o.Concurrency, humanBytes(int64(d.size)))
@@ -374,7 +374,7 @@ func (d *failoverDemo) rejoin(ctx context.Context, old int) error {
 		return err
 	}
 	start := time.Now()
-	d.say("restarting %s (the old master) on its data directory (pid %d)", n.name, n.proc.cmd.Process.Pid)
+	d.say("restarting %s (the old master) on its data directory (pid %d)", n.name, n.proc.Pid())
 	following := false
 	tick := time.NewTicker(failoverTick)
 	defer tick.Stop()

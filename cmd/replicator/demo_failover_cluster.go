@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/internal/api"
+	"github.com/replicatorhq/replicator/internal/childproc"
 	"github.com/replicatorhq/replicator/internal/config"
 )
 
@@ -46,7 +47,7 @@ type failoverNode struct {
 	ha   string
 	data string
 	log  string
-	proc *child // nil while killed
+	proc *childproc.Proc // nil while killed
 	sc   *client
 }
 
@@ -56,7 +57,7 @@ type failoverCluster struct {
 	cfg     failoverConfig
 	ctlURL  string
 	ctlArgs []string
-	ctl     *child
+	ctl     *childproc.Proc
 	nodes   []*failoverNode
 }
 
@@ -167,33 +168,9 @@ func (c *failoverCluster) waitUp(ctx context.Context, n *failoverNode) error {
 }
 
 // pollChild calls cond every demoPoll until it returns nil, p exits, ctx
-// ends or timeout passes.
-func pollChild(ctx context.Context, p *child, timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		var done <-chan struct{}
-		if p != nil {
-			done = p.done
-		}
-		select {
-		case <-done:
-			return p.exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(demoPoll):
-		}
-		if time.Now().After(deadline) {
-			name := "the cluster"
-			if p != nil {
-				name = fmt.Sprintf("the %s (log %s)", p.name, p.log)
-			}
-			return fmt.Errorf("%s: not within %s: %w", name, timeout, err)
-		}
-	}
+// ends or timeout passes (childproc.Poll).
+func pollChild(ctx context.Context, p *childproc.Proc, timeout time.Duration, cond func() error) error {
+	return childproc.Poll(ctx, p, timeout, demoPoll, cond)
 }
 
 func (c *failoverCluster) status(ctx context.Context, n *failoverNode) (nodeStatus, error) {
@@ -311,7 +288,7 @@ func (c *failoverCluster) waitStable(ctx context.Context, timeout time.Duration,
 
 // exitedEarly reports a child that exited by itself.
 func (c *failoverCluster) exitedEarly() error {
-	procs := []*child{c.ctl}
+	procs := []*childproc.Proc{c.ctl}
 	for _, n := range c.nodes {
 		procs = append(procs, n.proc)
 	}
@@ -320,8 +297,8 @@ func (c *failoverCluster) exitedEarly() error {
 			continue
 		}
 		select {
-		case <-p.done:
-			return p.exited()
+		case <-p.Done():
+			return p.Exited()
 		default:
 		}
 	}
@@ -336,12 +313,12 @@ func (c *failoverCluster) kill(i int) (time.Time, int, error) {
 	if p == nil {
 		return time.Time{}, 0, fmt.Errorf("%s is not running", n.name)
 	}
-	pid := p.cmd.Process.Pid
+	pid := p.Pid()
 	at := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		return at, pid, fmt.Errorf("kill -9 %s: %w", n.name, err)
 	}
-	<-p.done
+	<-p.Done()
 	n.proc = nil
 	return at, pid, nil
 }
@@ -370,7 +347,7 @@ func (c *failoverCluster) nodeByAPI(u string) int {
 // demoStopTimeout); it returns the errors of those that did not exit
 // cleanly.
 func (c *failoverCluster) stop() error {
-	procs := []*child{}
+	procs := []*childproc.Proc{}
 	for i := len(c.nodes) - 1; i >= 0; i-- {
 		procs = append(procs, c.nodes[i].proc)
 	}

@@ -158,7 +158,7 @@ func failoverLogs(c *failoverCluster) string {
 	}
 	paths := []string{}
 	if c.ctl != nil {
-		paths = append(paths, c.ctl.log)
+		paths = append(paths, c.ctl.Log())
 	}
 	for _, n := range c.nodes {
 		paths = append(paths, n.log)

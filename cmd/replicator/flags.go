@@ -27,6 +27,9 @@ type globalOpts struct {
 	Config    string
 	LogLevel  string
 	LogFormat string
+	// GC settings (gc.go).
+	GCPercent     int
+	GCMemoryLimit int64
 }
 
 // nodeOpts are the options of master and slave.
@@ -198,12 +201,12 @@ func program(o *options) *config.Program {
 
 // globalOptions are the options before the command (also accepted after it).
 func globalOptions(g *globalOpts) []*config.Option {
-	return []*config.Option{
+	return append([]*config.Option{
 		{Name: "plugins", Meta: "DIR", Help: "directory of external plugins; builtin plugins are used for names not found there", Value: config.Dir(&g.Plugins, true)},
 		{Name: "config", Meta: "FILE", Help: "HCL configuration file", Value: config.String(&g.Config, true)},
 		{Name: "log-level", Meta: "LEVEL", Help: "trace, debug, info, warn, error or off", Default: "info", Value: config.Enum(&g.LogLevel, "trace", "debug", "info", "warn", "error", "off")},
 		{Name: "log-format", Meta: "FORMAT", Help: "text or json", Default: "text", Value: config.Enum(&g.LogFormat, "text", "json")},
-	}
+	}, gcOptions(g)...)
 }
 
 // storeOpts are the store and transport options of master and slave.

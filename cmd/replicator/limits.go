@@ -58,7 +58,7 @@ func applyLimits(l *nodeLimits, cfg *node.Config) {
 	cfg.APIMaxConns = noLimit(l.APIMaxConns)
 	cfg.APIMaxConnsPerIP = noLimit(l.APIMaxConnsPerIP)
 	cfg.APIIdleTimeout = l.APIIdleTimeout
-	cfg.HAMaxTransferRate = l.HAMaxTransferRate
+	cfg.HA.MaxTransferRate = l.HAMaxTransferRate
 }
 
 // The defaults above are the packages' own.

@@ -75,6 +75,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	e := &env{opts: opts, args: res.Args, stdin: stdin, stdout: stdout, stderr: stderr, sources: res.Sources, environ: environ}
 	e.log = newLogger(opts.global, stderr)
+	applyGC(res.Command.Name, opts.global, res.Sources, environ) // gc.go
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/internal/node"
+	"github.com/replicatorhq/replicator/internal/pluginhost"
 	"github.com/replicatorhq/replicator/plugins/metadata"
 	"github.com/replicatorhq/replicator/sdk/meta"
 )
@@ -55,7 +56,7 @@ func (m *metadataExtension) Name() string { return "metadata" }
 // (replicator promote/demote) switch between them (roleChanged).
 func (m *metadataExtension) Start(env node.ExtensionEnv) error {
 	slave := env.Role == core.Slave
-	st, err := m.open(metadata.ConfigDir(env.DataDir), metadata.Options{
+	st, err := m.open(metadata.ConfigDir(env.DataDir), pluginhost.MetadataOptions{
 		Logger:         env.Logger,
 		CreateDefaults: !slave,
 		MaxDocuments:   m.maxDocs,

@@ -131,7 +131,7 @@ func (e *env) nodeSecurity(role string, sec *nodeSecurity, cfg *node.Config) err
 	if role == "master" {
 		switch {
 		case sec.HATLSCert != "" || sec.HATLSKey != "":
-			if cfg.HATLS, err = node.ServerTLS(sec.HATLSCert, sec.HATLSKey, sec.HATLSClientCA); err != nil {
+			if cfg.HA.ServerTLS, err = node.ServerTLS(sec.HATLSCert, sec.HATLSKey, sec.HATLSClientCA); err != nil {
 				return fmt.Errorf("--ha-tls-cert/--ha-tls-key/--ha-tls-client-ca: %w", err)
 			}
 		case sec.HATLSClientCA != "":
@@ -140,11 +140,11 @@ func (e *env) nodeSecurity(role string, sec *nodeSecurity, cfg *node.Config) err
 		if len(sec.HAAllowCN) > 0 && sec.HATLSClientCA == "" {
 			return fmt.Errorf("--ha-allow-cn needs --ha-tls-client-ca (names come from verified slave certificates)")
 		}
-		if cfg.HAAllow, err = tcptransport.ParseAllow(sec.HAAllow); err != nil {
+		if cfg.HA.Allow, err = tcptransport.ParseAllow(sec.HAAllow); err != nil {
 			return fmt.Errorf("--ha-allow: %w", err)
 		}
-		cfg.HAAllowClientNames = sec.HAAllowCN
-		cfg.HAMaxConns, cfg.HAMaxConnsPerIP = sec.HAMaxConns, sec.HAMaxConnsPerIP
+		cfg.HA.AllowClientNames = sec.HAAllowCN
+		cfg.HA.MaxConns, cfg.HA.MaxConnsPerIP = sec.HAMaxConns, sec.HAMaxConnsPerIP
 		if cfg.APIToken != "" {
 			// A demoted master's metadata syncer calls the new master's API
 			// with this node's own token, as a slave does by default.
@@ -154,7 +154,7 @@ func (e *env) nodeSecurity(role string, sec *nodeSecurity, cfg *node.Config) err
 	}
 	switch {
 	case sec.HATLSCA != "":
-		if cfg.HATLS, err = node.ClientTLS(sec.HATLSCA, sec.HATLSCert, sec.HATLSKey, sec.HATLSServerName); err != nil {
+		if cfg.HA.ClientTLS, err = node.ClientTLS(sec.HATLSCA, sec.HATLSCert, sec.HATLSKey, sec.HATLSServerName); err != nil {
 			return fmt.Errorf("--ha-tls-ca/--ha-tls-cert/--ha-tls-key: %w", err)
 		}
 	case sec.HATLSCert != "" || sec.HATLSKey != "" || sec.HATLSServerName != "":

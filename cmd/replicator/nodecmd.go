@@ -275,13 +275,13 @@ func (e *env) nodeCmdSecurity(sec *nodeSecurity, cfg *node.Config) error {
 	switch {
 	case sec.HATLSCA != "":
 		var err error
-		if cfg.HAClientTLS, err = node.ClientTLS(sec.HATLSCA, sec.HATLSCert, sec.HATLSKey, sec.HATLSServerName); err != nil {
+		if cfg.HA.ClientTLS, err = node.ClientTLS(sec.HATLSCA, sec.HATLSCert, sec.HATLSKey, sec.HATLSServerName); err != nil {
 			return fmt.Errorf("--ha-tls-ca/--ha-tls-cert/--ha-tls-key: %w", err)
 		}
 	case sec.HATLSServerName != "":
 		return errors.New("--ha-tls-server-name needs --ha-tls-ca (it turns TLS on for the slave side)")
 	}
-	if (cfg.HATLS == nil) != (cfg.HAClientTLS == nil) {
+	if (cfg.HA.ServerTLS == nil) != (cfg.HA.ClientTLS == nil) {
 		return errors.New("HA TLS needs both sides on every node: --ha-tls-cert/--ha-tls-key (serving as the master) and --ha-tls-ca (following a master)")
 	}
 	return nil

@@ -55,10 +55,9 @@ func (e *env) loadPlugins() (*pluginState, error) {
 	reg := pluginhost.Builtin()
 	ps := &pluginState{reg: reg}
 	h, err := pluginhost.NewHost(reg, pluginhost.HostOptions{
-		AutoMTLS:        true,
-		BuiltinVersion:  versionString(),
-		BuiltinMetadata: []string{metadataPluginName},
-		Logger:          e.log,
+		AutoMTLS:       true,
+		BuiltinVersion: versionString(),
+		Logger:         e.log,
 		OnCrash: func(en pluginhost.Entry, err error) {
 			ps.crashed.Store(true)
 			e.log.Error("an external plugin crashed; shutting down", "kind", en.Kind, "name", en.Name, "path", en.Path, "error", err)

@@ -47,49 +47,79 @@ func (s *Store) Watch(ctx context.Context, group string) (<-chan GroupUpdate, er
 		return nil, err
 	}
 	ch := make(chan GroupUpdate, 1)
-	key := s.StateKey(group)
-	go func() {
-		defer close(ch)
-		for ctx.Err() == nil {
-			resp, err := s.cli.Get(ctx, key)
-			if err != nil {
-				s.log.Debug("watch: read group key", "group", group, "error", err)
-				if !sleep(ctx, retryDelay) {
-					return
-				}
-				continue
+	go follow(ctx, s, ch, feed[GroupUpdate]{
+		what:  "group key",
+		group: group,
+		key:   s.StateKey(group),
+		read: func(resp *clientv3.GetResponse) []GroupUpdate {
+			if len(resp.Kvs) != 1 {
+				return []GroupUpdate{{}}
 			}
-			u := GroupUpdate{}
-			if len(resp.Kvs) == 1 {
-				u = s.groupUpdate(group, resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+			return []GroupUpdate{s.groupUpdate(group, resp.Kvs[0].Value, resp.Kvs[0].ModRevision)}
+		},
+		event: func(ev *clientv3.Event) (GroupUpdate, bool) {
+			if ev.Type != clientv3.EventTypePut {
+				return GroupUpdate{Revision: ev.Kv.ModRevision}, true
 			}
-			if !send(ctx, ch, u) {
-				return
-			}
-			wctx, cancel := context.WithCancel(ctx)
-			for wr := range s.cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
-				if err := wr.Err(); err != nil {
-					s.log.Debug("watch of group key ended", "group", group, "error", err)
-					break
-				}
-				for _, ev := range wr.Events {
-					u := GroupUpdate{Revision: ev.Kv.ModRevision}
-					if ev.Type == clientv3.EventTypePut {
-						u = s.groupUpdate(group, ev.Kv.Value, ev.Kv.ModRevision)
-					}
-					if !send(ctx, ch, u) {
-						cancel()
-						return
-					}
-				}
-			}
-			cancel()
+			return s.groupUpdate(group, ev.Kv.Value, ev.Kv.ModRevision), true
+		},
+	})
+	return ch, nil
+}
+
+// feed is what follow reads and watches: a key (or a prefix, with
+// clientv3.WithPrefix in both option lists), what a read delivers, and
+// what an event delivers (false: skip it).
+type feed[T any] struct {
+	what, group, key   string
+	getOpts, watchOpts []clientv3.OpOption
+	read               func(*clientv3.GetResponse) []T
+	event              func(*clientv3.Event) (T, bool)
+}
+
+// follow delivers f's read, then every event of a watch from the revision
+// after it, until ctx ends, and closes ch. A failed read or watch starts
+// again from a fresh read after retryDelay.
+func follow[T any](ctx context.Context, s *Store, ch chan<- T, f feed[T]) {
+	defer close(ch)
+	for ctx.Err() == nil {
+		resp, err := s.cli.Get(ctx, f.key, f.getOpts...)
+		if err != nil {
+			s.log.Debug("watch: read "+f.what, "group", f.group, "error", err)
 			if !sleep(ctx, retryDelay) {
 				return
 			}
+			continue
 		}
-	}()
-	return ch, nil
+		for _, u := range f.read(resp) {
+			if !send(ctx, ch, u) {
+				return
+			}
+		}
+		if !watchFrom(ctx, s, ch, f, resp.Header.Revision+1) || !sleep(ctx, retryDelay) {
+			return
+		}
+	}
+}
+
+// watchFrom delivers f's events from revision rev until the watch ends; it
+// is false when ctx ended while delivering.
+func watchFrom[T any](ctx context.Context, s *Store, ch chan<- T, f feed[T], rev int64) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := append(append([]clientv3.OpOption(nil), f.watchOpts...), clientv3.WithRev(rev))
+	for wr := range s.cli.Watch(wctx, f.key, opts...) {
+		if err := wr.Err(); err != nil {
+			s.log.Debug("watch of "+f.what+" ended", "group", f.group, "error", err)
+			return true
+		}
+		for _, ev := range wr.Events {
+			if u, ok := f.event(ev); ok && !send(ctx, ch, u) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (s *Store) groupUpdate(group string, val []byte, rev int64) GroupUpdate {
@@ -111,42 +141,25 @@ func (s *Store) WatchNodes(ctx context.Context, group string) (<-chan NodeUpdate
 	}
 	ch := make(chan NodeUpdate, 16)
 	prefix := s.nodesPrefix(group)
-	go func() {
-		defer close(ch)
-		for ctx.Err() == nil {
-			resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(controller.MaxSetSize+1))
-			if err != nil {
-				s.log.Debug("watch: read registrations", "group", group, "error", err)
-				if !sleep(ctx, retryDelay) {
-					return
-				}
-				continue
-			}
+	go follow(ctx, s, ch, feed[NodeUpdate]{
+		what:      "registrations",
+		group:     group,
+		key:       prefix,
+		getOpts:   []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithLimit(controller.MaxSetSize + 1)},
+		watchOpts: []clientv3.OpOption{clientv3.WithPrefix()},
+		read: func(resp *clientv3.GetResponse) []NodeUpdate {
+			us := make([]NodeUpdate, 0, len(resp.Kvs))
 			for _, kv := range resp.Kvs {
-				if u, ok := s.nodeUpdate(group, prefix, kv.Key, kv.Value, kv.ModRevision, true); ok && !send(ctx, ch, u) {
-					return
+				if u, ok := s.nodeUpdate(group, prefix, kv.Key, kv.Value, kv.ModRevision, true); ok {
+					us = append(us, u)
 				}
 			}
-			wctx, cancel := context.WithCancel(ctx)
-			for wr := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
-				if err := wr.Err(); err != nil {
-					s.log.Debug("watch of registrations ended", "group", group, "error", err)
-					break
-				}
-				for _, ev := range wr.Events {
-					u, ok := s.nodeUpdate(group, prefix, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision, ev.Type == clientv3.EventTypePut)
-					if ok && !send(ctx, ch, u) {
-						cancel()
-						return
-					}
-				}
-			}
-			cancel()
-			if !sleep(ctx, retryDelay) {
-				return
-			}
-		}
-	}()
+			return us
+		},
+		event: func(ev *clientv3.Event) (NodeUpdate, bool) {
+			return s.nodeUpdate(group, prefix, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision, ev.Type == clientv3.EventTypePut)
+		},
+	})
 	return ch, nil
 }
 

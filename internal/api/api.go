@@ -56,7 +56,9 @@ type Backend interface {
 	Put(ctx context.Context, msg *record.Message) (core.PutResult, error)
 	// PutBatch stores msgs in order, answering each as Put would have
 	// (core.Master.PutBatch, core.Replica.PutBatch, member.Member.PutBatch).
-	// The producer stream puts each batch it receives through it.
+	// The producer stream puts each batch it receives through it. The
+	// messages' bodies are valid only until PutBatch returns: the stream
+	// frees the received batch they alias then.
 	PutBatch(ctx context.Context, msgs []*record.Message) []core.BatchPut
 	// ReadMessages decodes up to n records from offset (store.Store).
 	ReadMessages(offset int64, n int) ([]record.Record, int64, error)

@@ -103,6 +103,8 @@
 //	+------+----------------+---------------------------+
 //	| 0x00 | length (4, BE) | PutRequest (protobuf)     |
 //	+------+----------------+---------------------------+
+//	 the protobuf encoding of producer.proto, written and read by
+//	 internal/producerwire's hand-written codec (the same bytes)
 //	 not compressed; length at most MaxBodyBytes + StreamBatchOverhead,
 //	 refused from the header (ResourceExhausted) before any allocation
 //
@@ -111,8 +113,11 @@
 // properties), and the accepted messages of a batch are put together
 // through Backend.PutBatch (one append run and one replica wait for the
 // batch; a batch that waited for in-flight budget goes as two or more) on
-// one of the stream's kept worker goroutines, so the batches of a stream
-// wait for the slaves concurrently; every taken message gets one Result
+// one of the stream's kept worker goroutines (the goroutine that received
+// the batch puts its last job itself and hands the receiving on to a kept
+// worker), so the batches of a stream wait for the slaves concurrently; a
+// job sends its own results, and the results of jobs that queue behind a
+// send in progress go out with it in one PutResponse; every taken message gets one Result
 // (in a PutResponse, several per response, in completion order):
 // STORED with the status and offsets (and Config.PutOrigin's epoch and
 // broker id), NOT_STORED with a reason (invalid, too large, slave or not

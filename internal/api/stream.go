@@ -18,8 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -31,6 +30,7 @@ import (
 	"github.com/replicatorhq/replicator/sdk/store"
 
 	"github.com/replicatorhq/replicator/internal/budget"
+	"github.com/replicatorhq/replicator/internal/producerwire"
 )
 
 // StreamPath is the URL path prefix of the producer stream (gRPC service
@@ -158,12 +158,13 @@ func (ss *streamService) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(ss.maxMsg),
 		grpc.MaxSendMsgSize(16 << 20),
-		grpc.ForceServerCodecV2(batchCodec{ss.grpcCodec()}),
+		// The batches encode and decode themselves (producerwire: the
+		// same protobuf bytes, no reflection, bodies not copied), on
+		// buffers that are not zeroed when reused.
+		grpc.ForceServerCodecV2(producerwire.Codec{}),
+		experimental.BufferPool(producerwire.Pool),
 	}
 }
-
-// grpcCodec is gRPC's proto codec.
-func (ss *streamService) grpcCodec() encoding.CodecV2 { return encoding.GetCodecV2(grpcproto.Name) }
 
 // httpKey carries the stream's HTTP side into the gRPC handler.
 type httpKey struct{}
@@ -226,8 +227,9 @@ func (ss *streamService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // putResult is answered messages: a job's, or one refused message.
 type putResult struct {
-	rs   []*producerv1.Result
-	cost int64 // their in-flight cost
+	enc  []byte // their PutResponse.results elements (producerwire.AppendResult)
+	n    int    // how many (at most maxResultsPerResponse)
+	cost int64  // their in-flight cost
 }
 
 // Put serves one producer stream.
@@ -277,21 +279,23 @@ func (ss *streamService) Put(stream producerv1.Producer_PutServer) error {
 	st := &putStream{
 		ss: ss, stream: stream, http: h, gate: h.gate, born: born,
 		own:     budget.New(ss.lim.InflightBytes),
-		results: make(chan putResult, maxResultsPerResponse),
-		sent:    make(chan struct{}),
 		jobs:    make(chan putJob),
 		putCtx:  context.WithoutCancel(ctx),
+		recvCtx: ctx,
 		native:  native,
 	}
 	st.lastBatch.Store(time.Now().UnixNano())
-	go st.sendLoop()
 	err := st.recvLoop(ctx)
 	// Every message taken is answered before the stream ends (the handler
-	// must not return while puts could still send).
+	// must not return while puts could still send): a job sends its
+	// results before it is done, and take sends its refusals itself.
 	st.puts.Wait()
+	st.takeMu.Lock() // a receive still in take has sent what it refused
+	st.takeMu.Unlock()
 	close(st.jobs) // no take runs any more: the idle workers end
-	close(st.results)
-	<-st.sent
+	st.sendMu.Lock()
+	sendErr := st.sendErr
+	st.sendMu.Unlock()
 	if err != nil {
 		reason, code, msg := classifyRecvErr(err)
 		ss.met.errors.WithLabelValues(reason).Inc()
@@ -307,9 +311,9 @@ func (ss *streamService) Put(stream producerv1.Producer_PutServer) error {
 		}
 		return status.Error(code, msg)
 	}
-	if st.sendErr != nil {
-		log.Debug("producer stream: sending results failed", "error", st.sendErr)
-		return st.sendErr
+	if sendErr != nil {
+		log.Debug("producer stream: sending results failed", "error", sendErr)
+		return sendErr
 	}
 	return nil
 }
@@ -331,32 +335,45 @@ type deadlineSender struct {
 	timeout time.Duration
 }
 
-func (d *deadlineSender) Send(r *producerv1.PutResponse) error {
+func (d *deadlineSender) Send(r *producerv1.PutResponse) error { return d.SendMsg(r) }
+
+func (d *deadlineSender) SendMsg(m any) error {
 	d.timer.Reset(d.timeout)
-	err := d.Producer_PutServer.Send(r)
+	err := d.Producer_PutServer.SendMsg(m)
 	d.timer.Stop()
 	return err
 }
 
-// recvBatch is what the stream receives: the codec decodes it and keeps a
-// decoding error here rather than failing the receive, which would end the
-// stream before the results of the messages already taken are sent.
+// recvBatch is what the stream receives (a PutRequest): it decodes itself
+// (producerwire.Codec) and keeps a decoding error here rather than
+// failing the receive, which would end the stream before the results of
+// the messages already taken are sent.
 type recvBatch struct {
-	req  *producerv1.PutRequest
+	dec  producerwire.Decoder
+	max  int // messages per batch
+	msgs []producerwire.Message
+	// buf holds the batch's bytes, which the bodies of msgs alias; the
+	// batch's jobs take references until their puts are done.
+	buf  mem.Buffer
 	size int
 	err  error
 }
 
-// batchCodec is the proto codec, but for recvBatch.
-type batchCodec struct{ encoding.CodecV2 }
+// UnmarshalBuffers decodes a PutRequest (producerwire.Unmarshaler).
+func (b *recvBatch) UnmarshalBuffers(data mem.BufferSlice) error {
+	b.size = data.Len()
+	b.buf = producerwire.Hold(data)
+	b.msgs, b.err = b.dec.DecodeRequest(b.buf.ReadOnlyData(), b.msgs[:0], b.max)
+	return nil
+}
 
-func (c batchCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if b, ok := v.(*recvBatch); ok {
-		b.size = data.Len()
-		b.err = c.CodecV2.Unmarshal(data, b.req)
-		return nil
+// release drops the batch's bytes (its jobs hold their own references).
+func (b *recvBatch) release() {
+	clear(b.msgs)
+	if b.buf != nil {
+		b.buf.Free()
+		b.buf = nil
 	}
-	return c.CodecV2.Unmarshal(data, v)
 }
 
 // classifyRecvErr names a stream error for the metrics and the status.
@@ -393,11 +410,21 @@ type putStream struct {
 	born    netip.AddrPort
 	own     *budget.Budget
 	puts    sync.WaitGroup
-	results chan putResult
-	sent    chan struct{}
-	sendErr error
 	putCtx  context.Context
 	lastSeq uint64
+	// recvCtx is the stream's context; errc takes the error that ends
+	// the receiving.
+	recvCtx context.Context
+	errc    chan error
+	// The results: whoever queues results while nobody sends becomes the
+	// sender and sends until nothing is queued (no goroutine of its own,
+	// no hand-off per response).
+	sendMu  sync.Mutex
+	sending bool
+	queued  []putResult
+	spare   []putResult
+	resp    responseParts
+	sendErr error
 	// jobs hands puts to idle workers; idleWorkers counts them.
 	jobs        chan putJob
 	idleWorkers atomic.Int32
@@ -413,13 +440,15 @@ type putStream struct {
 }
 
 // recvLoop takes batches until the client half-closes (nil), the stream
-// fails, or the node drains. The receiving runs in its own goroutine so
-// that a drain does not wait for the client's next batch; once recvLoop
-// returns, that goroutine takes no more messages (it may still sit in a
-// receive until the stream ends).
+// fails, or the node drains. The receiving runs on a worker (receiving,
+// passed from worker to worker with each batch) so that a drain does not
+// wait for the client's next batch; once recvLoop returns, no more
+// messages are taken (the receiving may still sit in a receive until the
+// stream ends).
 func (st *putStream) recvLoop(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- st.receive(ctx) }()
+	st.errc = make(chan error, 1)
+	errc := st.errc
+	go st.worker(putJob{recv: &recvBatch{max: st.ss.lim.BatchMessages}})
 	var idle <-chan time.Time
 	if st.native {
 		t := time.NewTimer(st.ss.lim.IdleTimeout)
@@ -459,10 +488,25 @@ func (st *putStream) stop(err error) error {
 	return err
 }
 
-// receive is recvLoop's goroutine.
-func (st *putStream) receive(ctx context.Context) error {
+// errHandedOff: receive handed the receiving to another goroutine.
+var errHandedOff = errors.New("receiving handed off")
+
+// receiving is the receive side of the stream on a worker: it ends the
+// stream with receive's error, unless it handed the receiving on.
+func (st *putStream) receiving(b *recvBatch) {
+	if err := st.receive(st.recvCtx, b); !errors.Is(err, errHandedOff) {
+		b.release()
+		st.errc <- err
+	}
+}
+
+// receive takes batches into b. One goroutine receives at a time: after a
+// batch it hands the receiving to an idle worker (with b) and puts the
+// batch's last job itself, so that the put starts without a goroutine
+// hand-off (errHandedOff).
+func (st *putStream) receive(ctx context.Context, b *recvBatch) error {
 	for {
-		b := &recvBatch{req: new(producerv1.PutRequest)}
+		b.release()
 		if err := st.stream.RecvMsg(b); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -472,6 +516,10 @@ func (st *putStream) receive(ctx context.Context) error {
 		if st.gate != nil {
 			// gRPC frames: 5 bytes of header, then the message.
 			st.gate.consume(5 + int64(b.size))
+		}
+		if errors.Is(b.err, producerwire.ErrTooManyMessages) {
+			st.ss.met.batches.Inc()
+			return fmt.Errorf("%w: more than %d messages", errBatchSize, st.ss.lim.BatchMessages)
 		}
 		if b.err != nil {
 			return fmt.Errorf("%w: %w", errMalformed, b.err)
@@ -486,10 +534,17 @@ func (st *putStream) receive(ctx context.Context) error {
 			st.takeMu.Unlock()
 			return errShutdown
 		}
-		err := st.take(ctx, b.req)
+		j, err := st.take(ctx, b)
 		st.takeMu.Unlock()
 		if err != nil {
+			b.release()
 			return err
+		}
+		if j.msgs != nil {
+			b.release()
+			st.start(putJob{recv: b})
+			st.run(j)
+			return errHandedOff
 		}
 	}
 }
@@ -499,81 +554,101 @@ func (st *putStream) receive(ctx context.Context) error {
 // replica wait for the batch). When the budget makes take wait, the
 // messages accepted so far start first as a job of their own: they hold
 // budget that only their results give back.
-func (st *putStream) take(ctx context.Context, req *producerv1.PutRequest) error {
-	msgs := req.GetMessages()
+func (st *putStream) take(ctx context.Context, b *recvBatch) (last putJob, err error) {
+	msgs := b.msgs
 	st.ss.met.batches.Inc()
 	st.ss.met.batchLen.Observe(float64(len(msgs)))
-	if len(msgs) > st.ss.lim.BatchMessages {
-		return fmt.Errorf("%w: %d messages (at most %d)", errBatchSize, len(msgs), st.ss.lim.BatchMessages)
-	}
-	for _, m := range msgs {
-		if m.GetSequence() <= st.lastSeq {
-			return fmt.Errorf("%w: message sequence %d after %d (sequences start at 1 and grow along a stream)", errSequence, m.GetSequence(), st.lastSeq)
+	for i := range msgs {
+		if seq := msgs[i].Sequence; seq <= st.lastSeq {
+			return putJob{}, fmt.Errorf("%w: message sequence %d after %d (sequences start at 1 and grow along a stream)", errSequence, seq, st.lastSeq)
+		} else {
+			st.lastSeq = seq
 		}
-		st.lastSeq = m.GetSequence()
 	}
 	drain := st.ss.s.drain
-	var j putJob
+	// One allocation each for the batch's record messages, their
+	// pointers and their sequences and costs; a job is a run of them.
+	recs := make([]record.Message, len(msgs))
+	ptrs := make([]*record.Message, 0, len(msgs))
+	meta := make([]jobMeta, 0, len(msgs))
+	first := 0 // the current job's first message in ptrs and meta
 	flush := func() {
-		if len(j.msgs) > 0 {
+		if len(ptrs) > first {
+			b.buf.Ref()
 			st.puts.Add(1)
-			st.start(j)
-			j = putJob{}
+			st.start(putJob{msgs: ptrs[first:len(ptrs):len(ptrs)], meta: meta[first:len(meta):len(meta)], buf: b.buf})
+			first = len(ptrs)
 		}
 	}
 	// noWait makes Acquire fail (budget.ErrStopped) rather than wait.
 	var noWait chan struct{}
-	acquire := func(b *budget.Budget, cost int64) error {
-		if len(j.msgs) > 0 {
+	acquire := func(bud *budget.Budget, cost int64) error {
+		if len(ptrs) > first {
 			if noWait == nil {
 				noWait = make(chan struct{})
 				close(noWait)
 			}
-			if b.Acquire(ctx, noWait, cost) == nil {
+			if bud.Acquire(ctx, noWait, cost) == nil {
 				return nil
 			}
 			flush()
 		}
-		return b.Acquire(ctx, drain, cost)
+		return bud.Acquire(ctx, drain, cost)
 	}
-	defer flush()
-	for _, m := range msgs {
-		cost := int64(len(m.GetBody())+len(m.GetTopic())) + messageCost
-		for k, v := range m.GetProperties() {
+	defer func() {
+		if err != nil {
+			flush() // what was accepted before the error
+		}
+	}()
+	for i := range msgs {
+		m := &msgs[i]
+		cost := int64(len(m.Body)+len(m.Topic)) + messageCost
+		for k, v := range m.Properties {
 			cost += int64(len(k) + len(v))
 		}
 		if err := acquire(st.own, cost); err != nil {
-			return st.acquireErr(err)
+			return putJob{}, st.acquireErr(err)
 		}
 		if err := acquire(st.ss.node, cost); err != nil {
 			st.own.Release(cost)
-			return st.acquireErr(err)
+			return putJob{}, st.acquireErr(err)
 		}
 		st.ss.met.inflight.Add(float64(cost))
-		msg, res := st.ss.message(m, st.born)
-		if res != nil {
-			st.results <- putResult{rs: []*producerv1.Result{res}, cost: cost}
+		if res, ok := st.ss.message(m, st.born, &recs[i]); !ok {
+			st.ss.met.messages.WithLabelValues(resultLabel(&res)).Inc()
+			st.queue(putResult{enc: producerwire.AppendResult(nil, &res), n: 1, cost: cost})
 			continue
 		}
-		if j.msgs == nil {
-			j = putJob{seqs: make([]uint64, 0, len(msgs)), msgs: make([]*record.Message, 0, len(msgs)), costs: make([]int64, 0, len(msgs))}
-		}
-		j.seqs = append(j.seqs, m.GetSequence())
-		j.msgs = append(j.msgs, msg)
-		j.costs = append(j.costs, cost)
+		ptrs = append(ptrs, &recs[i])
+		meta = append(meta, jobMeta{seq: m.Sequence, cost: cost})
 	}
-	return nil
+	if len(ptrs) > first {
+		// The batch's last job: the caller puts it.
+		b.buf.Ref()
+		st.puts.Add(1)
+		last = putJob{msgs: ptrs[first:], meta: meta[first:], buf: b.buf}
+	}
+	return last, nil
 }
 
 // maxIdleWorkers bounds the put workers a stream keeps waiting for work.
 const maxIdleWorkers = 1024
 
 // putJob is the messages of a batch to put together, in order, with
-// their sequences and in-flight costs.
+// their sequences and in-flight costs, and a reference to the batch's
+// bytes that their bodies alias.
 type putJob struct {
-	seqs  []uint64
-	msgs  []*record.Message
-	costs []int64
+	msgs []*record.Message
+	meta []jobMeta
+	buf  mem.Buffer
+	// recv, when set, makes the job the stream's receiving, with this
+	// batch to receive into (receiving).
+	recv *recvBatch
+}
+
+type jobMeta struct {
+	seq  uint64
+	cost int64
 }
 
 // start runs j on an idle worker, or on a new one. A put waits for its
@@ -592,7 +667,11 @@ func (st *putStream) start(j putJob) {
 // stream ends or enough other workers wait.
 func (st *putStream) worker(j putJob) {
 	for {
-		st.run(j)
+		if j.recv != nil {
+			st.receiving(j.recv)
+		} else {
+			st.run(j)
+		}
 		if st.idleWorkers.Add(1) > maxIdleWorkers {
 			st.idleWorkers.Add(-1)
 			return
@@ -606,17 +685,49 @@ func (st *putStream) worker(j putJob) {
 	}
 }
 
-// run stores j's messages and queues their results, in order.
+// run stores j's messages and sends their results, in order, encoded as
+// they are made (no Result message per put), as many per PutResponse as
+// maxResultsPerResponse allows.
 func (st *putStream) run(j putJob) {
 	defer st.puts.Done()
 	out := st.ss.s.cfg.Backend.PutBatch(st.putCtx, j.msgs)
-	rs := make([]*producerv1.Result, len(j.msgs))
-	var cost int64
-	for i := range rs {
-		rs[i] = st.ss.result(j.seqs[i], j.msgs[i].Topic, out[i].PutResult, out[i].Err)
-		cost += j.costs[i]
+	j.buf.Free() // the store has the bodies now
+	var (
+		pr        putResult
+		label     string
+		labelRun  int
+		parts     []putResult
+		resultLen = 48
+	)
+	for i := range out {
+		if pr.n == maxResultsPerResponse {
+			parts = append(parts, pr)
+			pr = putResult{}
+		}
+		if pr.enc == nil {
+			pr.enc = make([]byte, 0, min(len(out)-i, maxResultsPerResponse)*resultLen)
+		}
+		res := st.ss.result(j.meta[i].seq, j.msgs[i].Topic, out[i].PutResult, out[i].Err)
+		pr.enc = producerwire.AppendResult(pr.enc, &res)
+		pr.n++
+		pr.cost += j.meta[i].cost
+		// One counter update per run of equal results.
+		if l := resultLabel(&res); l != label {
+			if labelRun > 0 {
+				st.ss.met.messages.WithLabelValues(label).Add(float64(labelRun))
+			}
+			label, labelRun = l, 0
+		}
+		labelRun++
 	}
-	st.results <- putResult{rs: rs, cost: cost}
+	if labelRun > 0 {
+		st.ss.met.messages.WithLabelValues(label).Add(float64(labelRun))
+	}
+	if len(parts) == 0 {
+		st.queue(pr)
+		return
+	}
+	st.queue(append(parts, pr)...)
 }
 
 func (st *putStream) acquireErr(err error) error {
@@ -626,56 +737,87 @@ func (st *putStream) acquireErr(err error) error {
 	return err
 }
 
-// sendLoop sends results as they come, as many per PutResponse as are
-// ready (at most maxResultsPerResponse), releasing their budget.
-func (st *putStream) sendLoop() {
-	defer close(st.sent)
-	var batch []*producerv1.Result
-	for r := range st.results {
-		batch = append(batch[:0], r.rs...)
-		cost := r.cost
-	more:
-		for len(batch) < maxResultsPerResponse {
-			select {
-			case r, ok := <-st.results:
-				if !ok {
-					break more
-				}
-				batch = append(batch, r.rs...)
-				cost += r.cost
-			default:
-				break more
-			}
+// queue sends rs, or leaves them to the goroutine sending now, which
+// sends them before it stops. Results leave in the order they are queued.
+func (st *putStream) queue(rs ...putResult) {
+	st.sendMu.Lock()
+	st.queued = append(st.queued, rs...)
+	if st.sending {
+		st.sendMu.Unlock()
+		return
+	}
+	st.sending = true
+	for len(st.queued) > 0 {
+		batch := st.queued
+		st.queued = st.spare[:0]
+		st.sendMu.Unlock()
+		err := st.send(batch)
+		clear(batch)
+		st.sendMu.Lock()
+		st.spare = batch[:0]
+		if err != nil && st.sendErr == nil {
+			st.sendErr = err
 		}
-		// One counter update per run of equal results.
-		for i := 0; i < len(batch); {
-			label, j := resultLabel(batch[i]), i+1
-			for j < len(batch) && resultLabel(batch[j]) == label {
-				j++
-			}
-			st.ss.met.messages.WithLabelValues(label).Add(float64(j - i))
-			i = j
+	}
+	st.sending = false
+	st.sendMu.Unlock()
+}
+
+// send sends rs, as few PutResponses as maxResultsPerResponse allows,
+// and releases their budget; after a failed send it only releases.
+func (st *putStream) send(rs []putResult) error {
+	st.sendMu.Lock()
+	err := st.sendErr
+	st.sendMu.Unlock()
+	for i := 0; i < len(rs); {
+		n, j := rs[i].n, i+1
+		for j < len(rs) && n+rs[j].n <= maxResultsPerResponse {
+			n += rs[j].n
+			j++
 		}
-		for rest := batch; len(rest) > 0 && st.sendErr == nil; {
-			n := min(len(rest), maxResultsPerResponse)
+		if err == nil {
 			st.http.setWriteDeadline(time.Now().Add(st.ss.lim.WriteTimeout))
-			if err := st.stream.Send(&producerv1.PutResponse{Results: rest[:n]}); err != nil {
-				st.sendErr = err
-			}
-			rest = rest[n:]
+			st.resp.parts = rs[i:j]
+			err = st.stream.SendMsg(&st.resp)
+			st.resp.parts = nil
+		}
+		var cost int64
+		for _, r := range rs[i:j] {
+			cost += r.cost
 		}
 		st.own.Release(cost)
 		st.ss.met.inflight.Sub(float64(cost))
 		st.ss.node.Release(cost)
+		i = j
 	}
+	return err
+}
+
+// responseParts is a PutResponse made of encoded results
+// (producerwire.Marshaler).
+type responseParts struct{ parts []putResult }
+
+func (r *responseParts) Size() int {
+	n := 0
+	for _, p := range r.parts {
+		n += len(p.enc)
+	}
+	return n
+}
+
+func (r *responseParts) AppendTo(b []byte) []byte {
+	for _, p := range r.parts {
+		b = append(b, p.enc...)
+	}
+	return b
 }
 
 // resultLabel is the messages_total label of a result.
-func resultLabel(r *producerv1.Result) string {
-	if r.GetStorage() == producerv1.Storage_STORAGE_STORED {
-		return statusFromProto(r.GetStatus())
+func resultLabel(r *producerwire.Result) string {
+	if producerv1.Storage(r.Storage) == producerv1.Storage_STORAGE_STORED {
+		return statusFromProto(producerv1.Status(r.Status))
 	}
-	switch r.GetError() {
+	switch producerv1.Error(r.Error) {
 	case producerv1.Error_ERROR_INVALID_MESSAGE:
 		return "invalid_message"
 	case producerv1.Error_ERROR_TOO_LARGE:
@@ -724,49 +866,50 @@ func statusToProto(s core.PutStatus) producerv1.Status {
 	return producerv1.Status_STATUS_UNSPECIFIED
 }
 
-// message builds the record message of m, or the result refusing it.
-func (ss *streamService) message(m *producerv1.Message, born netip.AddrPort) (*record.Message, *producerv1.Result) {
-	refuse := func(e producerv1.Error, msg string) *producerv1.Result {
-		return &producerv1.Result{Sequence: m.GetSequence(), Storage: producerv1.Storage_STORAGE_NOT_STORED, Error: e, Message: msg}
+// message builds the record message of m into msg, or the result
+// refusing it (ok false).
+func (ss *streamService) message(m *producerwire.Message, born netip.AddrPort, msg *record.Message) (refused producerwire.Result, ok bool) {
+	refuse := func(e producerv1.Error, text string) (producerwire.Result, bool) {
+		return producerwire.Result{Sequence: m.Sequence, Storage: int32(producerv1.Storage_STORAGE_NOT_STORED), Error: int32(e), Message: text}, false
 	}
-	if err := record.ValidateTopic(m.GetTopic()); err != nil {
-		return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
+	if err := record.ValidateTopic(m.Topic); err != nil {
+		return refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
 	}
-	if q := m.GetQueueId(); q < 0 || q > MaxQueueID {
-		return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, fmt.Sprintf("invalid queue %d (want 0 to %d)", q, MaxQueueID))
+	if q := m.QueueID; q < 0 || q > MaxQueueID {
+		return refuse(producerv1.Error_ERROR_INVALID_MESSAGE, fmt.Sprintf("invalid queue %d (want 0 to %d)", q, MaxQueueID))
 	}
-	if len(m.GetBody()) == 0 {
-		return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, "empty body: a message needs a body")
+	if len(m.Body) == 0 {
+		return refuse(producerv1.Error_ERROR_INVALID_MESSAGE, "empty body: a message needs a body")
 	}
-	if int64(len(m.GetBody())) > ss.s.cfg.MaxBodyBytes {
-		return nil, refuse(producerv1.Error_ERROR_TOO_LARGE, fmt.Sprintf("body of %d bytes is larger than the limit of %d bytes", len(m.GetBody()), ss.s.cfg.MaxBodyBytes))
+	if int64(len(m.Body)) > ss.s.cfg.MaxBodyBytes {
+		return refuse(producerv1.Error_ERROR_TOO_LARGE, fmt.Sprintf("body of %d bytes is larger than the limit of %d bytes", len(m.Body), ss.s.cfg.MaxBodyBytes))
 	}
-	msg := &record.Message{Topic: m.GetTopic(), QueueID: m.GetQueueId(), Body: m.GetBody(), BornHost: born}
-	if p := m.GetProperties(); len(p) > 0 {
+	*msg = record.Message{Topic: m.Topic, QueueID: m.QueueID, Body: m.Body, BornHost: born}
+	if p := m.Properties; len(p) > 0 {
 		if _, err := record.EncodeProperties(p); err != nil {
-			return nil, refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
+			return refuse(producerv1.Error_ERROR_INVALID_MESSAGE, err.Error())
 		}
 		msg.Properties = p
 	}
 	if sh := ss.s.cfg.StoreHost; sh.Addr().Unmap().Is4() {
 		msg.StoreHost = netip.AddrPortFrom(sh.Addr().Unmap(), sh.Port())
 	}
-	return msg, nil
+	return producerwire.Result{}, true
 }
 
 // result answers a put of the backend.
-func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err error) *producerv1.Result {
-	r := &producerv1.Result{Sequence: seq}
-	stored := func(st core.PutStatus) *producerv1.Result {
-		r.Storage, r.Status = producerv1.Storage_STORAGE_STORED, statusToProto(st)
+func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err error) producerwire.Result {
+	r := producerwire.Result{Sequence: seq}
+	stored := func(st core.PutStatus) producerwire.Result {
+		r.Storage, r.Status = int32(producerv1.Storage_STORAGE_STORED), int32(statusToProto(st))
 		r.Offset, r.NextOffset, r.QueueOffset = pr.Offset, pr.NextOffset, pr.QueueOffset
 		if ss.s.cfg.PutOrigin != nil {
-			r.Epoch, r.BrokerId = ss.s.cfg.PutOrigin(pr)
+			r.Epoch, r.BrokerID = ss.s.cfg.PutOrigin(pr)
 		}
 		return r
 	}
-	refuse := func(e producerv1.Error, msg string) *producerv1.Result {
-		r.Storage, r.Error, r.Message = producerv1.Storage_STORAGE_NOT_STORED, e, msg
+	refuse := func(e producerv1.Error, msg string) producerwire.Result {
+		r.Storage, r.Error, r.Message = int32(producerv1.Storage_STORAGE_NOT_STORED), int32(e), msg
 		return r
 	}
 	switch {
@@ -789,17 +932,17 @@ func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err
 		// Before ErrNotMaster, which it wraps: no master to name.
 		return refuse(producerv1.Error_ERROR_UNAVAILABLE, noMasterText(err))
 	case errors.Is(err, core.ErrFenced) && pr.NextOffset > 0:
-		r.Storage, r.Error = producerv1.Storage_STORAGE_MAYBE, producerv1.Error_ERROR_FENCED
+		r.Storage, r.Error = int32(producerv1.Storage_STORAGE_MAYBE), int32(producerv1.Error_ERROR_FENCED)
 		r.Message = fmt.Sprintf("this master was fenced or demoted while the put waited for its slaves: the message is stored on this node at offset %d but may be cut when it follows another master", pr.Offset)
 		r.Offset, r.NextOffset, r.QueueOffset = pr.Offset, pr.NextOffset, pr.QueueOffset
 		return r
 	case errors.Is(err, core.ErrFenced), errors.Is(err, core.ErrNotMaster):
 		r = refuse(producerv1.Error_ERROR_NOT_MASTER, "this node is not the master (a slave, or demoted or fenced): the message was not stored; send it to the master")
-		r.MasterApi = ss.s.masterAPIOf(err)
+		r.MasterAPI = ss.s.masterAPIOf(err)
 		return r
 	case errors.Is(err, core.ErrSlaveWriteProtected):
 		r = refuse(producerv1.Error_ERROR_SLAVE_WRITE_PROTECTED, "this node is a slave; send writes to its master (slave write protection)")
-		r.MasterApi = ss.s.masterAPIOf(err)
+		r.MasterAPI = ss.s.masterAPIOf(err)
 		return r
 	case errors.Is(err, store.ErrInvalidTopic), errors.Is(err, record.ErrInvalidTopic),
 		errors.Is(err, record.ErrInvalidProperty), errors.Is(err, record.ErrInvalidHost):
@@ -816,7 +959,7 @@ func (ss *streamService) result(seq uint64, topic string, pr core.PutResult, err
 		return refuse(producerv1.Error_ERROR_NO_SPACE, "the node's disk is full: "+err.Error())
 	}
 	ss.s.log.Error("stream put failed", "topic", topic, "error", err)
-	r.Storage, r.Error, r.Message = producerv1.Storage_STORAGE_MAYBE, producerv1.Error_ERROR_INTERNAL, "put failed: "+err.Error()
+	r.Storage, r.Error, r.Message = int32(producerv1.Storage_STORAGE_MAYBE), int32(producerv1.Error_ERROR_INTERNAL), "put failed: "+err.Error()
 	return r
 }
 

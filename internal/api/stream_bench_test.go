@@ -64,7 +64,7 @@ func BenchmarkStreamPut(b *testing.B) {
 				go srv.Serve(ln)
 				stop = func() { s.Drain(); srv.Close() }
 			} else {
-				gs := grpc.NewServer(grpc.MaxRecvMsgSize(s.stream.maxMsg), grpc.ForceServerCodecV2(batchCodec{s.stream.grpcCodec()}))
+				gs := grpc.NewServer(s.stream.serverOptions()...)
 				producerv1.RegisterProducerServer(gs, s.stream)
 				go gs.Serve(ln)
 				stop = func() { s.Drain(); gs.Stop() }

@@ -208,3 +208,33 @@ func TestLagSamplerCountsBacklog(t *testing.T) {
 		}
 	})
 }
+
+// TestCatchupPoll: the status polls of a catch-up via the API close in on
+// its end and stay within their bounds.
+func TestCatchupPoll(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	const total = 1 << 30
+	cases := []struct {
+		name    string
+		t0      time.Time
+		el      time.Duration
+		o0, cur int64
+		want    time.Duration
+	}{
+		{"no answer yet", time.Time{}, 0, 0, 0, catchupPollMin},
+		{"no time elapsed", t0, 0, 0, 0, catchupPollMin},
+		{"no progress", t0, 50 * time.Millisecond, 1 << 20, 1 << 20, catchupPollMax},
+		{"far from the end", t0, 100 * time.Millisecond, 0, total / 10, catchupPollMax},
+		// 100 ms for 1/2: the other half takes 100 ms, a quarter is 25 ms.
+		{"half way", t0, 100 * time.Millisecond, 0, total / 2, catchupPollMax},
+		// 63/64 of the log in 1.26 s: the last 64th takes 20 ms, a quarter is 5 ms.
+		{"near the end", t0, 1260 * time.Millisecond, 0, total - total/64, 5 * time.Millisecond},
+		{"at the end", t0, time.Second, 0, total - 1<<10, catchupPollMin},
+	}
+	for _, c := range cases {
+		got := catchupPoll(c.t0, c.t0.Add(c.el), c.o0, c.cur, total)
+		if d := got - c.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("%s: catchupPoll = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -9,13 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
+
+	"github.com/replicatorhq/replicator/internal/childproc"
 )
 
 // Child process timings.
@@ -25,131 +22,30 @@ const (
 	childPoll         = 10 * time.Millisecond
 )
 
-// child is a replicator node started by the bench.
+// child is a replicator node (or a peer's server) started by the bench.
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	api  string // http://host:port
-	done chan struct{}
-	err  error
+	*childproc.Proc
+	api string // http://host:port ("" for a peer)
 }
 
-// startChild runs exe with args, its output in logPath. The child gets no
-// REPLICATOR_* variables: its settings are the bench's flags only.
+// startChild runs exe with args, its output in logPath (truncated). The
+// child gets no REPLICATOR_* variables: its settings are the bench's flags
+// only.
 func startChild(exe, name, logPath, api string, args ...string) (*child, error) {
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, fmt.Errorf("starting the %s: %w", name, err)
-	}
-	f, err := os.Create(logPath)
+	p, err := childproc.Start(childproc.Config{Exe: exe, Args: args, Name: name, Log: logPath})
 	if err != nil {
-		return nil, fmt.Errorf("starting the %s: %w", name, err)
+		return nil, err
 	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REPLICATOR_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.SysProcAttr = childSysProcAttr()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting the %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, log: logPath, api: api, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		f.Close()
-		close(c.done)
-	}()
-	return c, nil
+	return &child{Proc: p, api: api}, nil
 }
-
-func (c *child) pid() int { return c.cmd.Process.Pid }
 
 // stop sends SIGTERM and waits for the exit (SIGKILL after
 // childStopTimeout). It returns an error unless the child exited 0.
-func (c *child) stop() error {
-	select {
-	case <-c.done:
-		return c.exitErr()
-	default:
-	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return c.exitErr()
-	case <-time.After(childStopTimeout):
-		c.cmd.Process.Kill()
-		<-c.done
-		return fmt.Errorf("the %s did not stop within %s; killed (log %s)", c.name, childStopTimeout, c.log)
-	}
-}
-
-func (c *child) exitErr() error {
-	if c.err != nil {
-		return fmt.Errorf("the %s exited: %w (log %s)", c.name, c.err, c.log)
-	}
-	return nil
-}
-
-// exited describes an early exit with the log's last lines.
-func (c *child) exited() error {
-	tail := ""
-	if b, err := os.ReadFile(c.log); err == nil {
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) > 10 {
-			lines = lines[len(lines)-10:]
-		}
-		tail = "\n  " + strings.Join(lines, "\n  ")
-	}
-	return fmt.Errorf("the %s exited early (%v); its log %s ends with:%s", c.name, c.err, c.log, tail)
-}
+func (c *child) stop() error { return c.Stop(childStopTimeout) }
 
 // waitReady polls /readyz until 200.
 func (c *child) waitReady(ctx context.Context, hc *http.Client) error {
-	deadline := time.Now().Add(childStartTimeout)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.api+"/readyz", nil)
-		if resp, err := hc.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-c.done:
-			return c.exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(childPoll):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the %s did not become ready within %s (log %s)", c.name, childStartTimeout, c.log)
-		}
-	}
-}
-
-// freeAddrs returns n distinct free loopback addresses.
-func freeAddrs(n int) ([]string, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
+	return c.WaitReady(ctx, hc, c.api, childStartTimeout, childPoll)
 }
 
 // apiClient calls a node's HTTP API.

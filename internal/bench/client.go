@@ -39,8 +39,8 @@ func (c *clientCluster) put(ctx context.Context, p int) (int64, bool, error) {
 	res, err := c.p.Send(ctx, &c.msgs[p])
 	if err != nil {
 		select {
-		case <-c.master.done:
-			return 0, false, c.master.exited()
+		case <-c.master.Done():
+			return 0, false, c.master.Exited()
 		default:
 		}
 		return 0, false, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/internal/freeport"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/plugin"
@@ -237,7 +238,7 @@ func (r *runner) profileArgs() []string {
 
 // startMaster starts a master child on data directory dir.
 func (r *runner) startMaster(ctx context.Context, kind, dir, replication string, seg int64) (*child, string, error) {
-	addrs, err := freeAddrs(2)
+	addrs, err := freeport.Addrs(2)
 	if err != nil {
 		return nil, "", err
 	}
@@ -258,7 +259,7 @@ func (r *runner) startMaster(ctx context.Context, kind, dir, replication string,
 
 // startSlave starts a slave child on data directory dir following master.
 func (r *runner) startSlave(ctx context.Context, kind, dir string, master *child, ha string, seg int64) (*child, error) {
-	addrs, err := freeAddrs(1)
+	addrs, err := freeport.Addrs(1)
 	if err != nil {
 		return nil, err
 	}
@@ -296,16 +297,16 @@ func (r *runner) newAPICluster(ctx context.Context, kind, dir, replication strin
 			return c, nil
 		}
 		select {
-		case <-c.master.done:
-			return c, c.master.exited()
-		case <-c.slave.done:
-			return c, c.slave.exited()
+		case <-c.master.Done():
+			return c, c.master.Exited()
+		case <-c.slave.Done():
+			return c, c.slave.Exited()
 		case <-ctx.Done():
 			return c, ctx.Err()
 		case <-time.After(childPoll):
 		}
 		if time.Now().After(deadline) {
-			return c, fmt.Errorf("the slave did not connect within %s (logs %s, %s)", childStartTimeout, c.master.log, c.slave.log)
+			return c, fmt.Errorf("the slave did not connect within %s (logs %s, %s)", childStartTimeout, c.master.Log(), c.slave.Log())
 		}
 	}
 }
@@ -314,8 +315,8 @@ func (c *apiCluster) put(ctx context.Context, p int) (int64, bool, error) {
 	n, ok, err := c.mc.put(ctx, p, c.body)
 	if err != nil {
 		select {
-		case <-c.master.done:
-			return n, ok, c.master.exited()
+		case <-c.master.Done():
+			return n, ok, c.master.Exited()
 		default:
 		}
 	}
@@ -337,10 +338,10 @@ func (c *apiCluster) waitSlave(ctx context.Context, next int64) (time.Time, erro
 
 func (c *apiCluster) mem() memGroups {
 	return memGroups{
-		master:       pidsOf(c.master.pid()),
-		slave:        pidsOf(c.slave.pid()),
-		masterPlugin: childrenPids(c.master.pid()),
-		slavePlugin:  childrenPids(c.slave.pid()),
+		master:       pidsOf(c.master.Pid()),
+		slave:        pidsOf(c.slave.Pid()),
+		masterPlugin: childrenPids(c.master.Pid()),
+		slavePlugin:  childrenPids(c.slave.Pid()),
 	}
 }
 

@@ -7,20 +7,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // fdatasync makes f's data durable without its metadata.
 func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
-
-// childSysProcAttr puts a node in its own process group (a terminal's
-// Ctrl-C reaches only the bench, which stops the nodes) and kills it if the
-// bench dies without stopping it.
-func childSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
 
 // memSample is one reading of /proc/PID/status, in bytes.
 type memSample struct {

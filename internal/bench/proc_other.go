@@ -5,15 +5,11 @@ package bench
 import (
 	"errors"
 	"os"
-	"syscall"
 )
 
 var errNoProc = errors.New("bench: /proc is Linux only")
 
 func fdatasync(f *os.File) error { return f.Sync() }
-
-// childSysProcAttr: no process-group handling off Linux.
-func childSysProcAttr() *syscall.SysProcAttr { return nil }
 
 type memSample struct {
 	hwm, rss, anon, file int64

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replicatorhq/replicator/internal/benchload"
+	"github.com/replicatorhq/replicator/internal/freeport"
 )
 
 // Peers measured next to the sync scenario (Config.Peers).
@@ -35,7 +36,7 @@ type redisNode struct {
 }
 
 func (r *runner) startRedis(ctx context.Context, bin, name string, extra ...string) (*redisNode, error) {
-	addrs, err := freeAddrs(1)
+	addrs, err := freeport.Addrs(1)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +61,8 @@ func (r *runner) startRedis(ctx context.Context, bin, name string, extra ...stri
 			}
 		}
 		select {
-		case <-c.done:
-			return nil, c.exited()
+		case <-c.Done():
+			return nil, c.Exited()
 		case <-ctx.Done():
 			c.stop()
 			return nil, ctx.Err()
@@ -69,7 +70,7 @@ func (r *runner) startRedis(ctx context.Context, bin, name string, extra ...stri
 		}
 		if time.Now().After(deadline) {
 			c.stop()
-			return nil, fmt.Errorf("%s did not answer PING within %s (log %s)", name, childStartTimeout, c.log)
+			return nil, fmt.Errorf("%s did not answer PING within %s (log %s)", name, childStartTimeout, c.Log())
 		}
 	}
 }

@@ -215,6 +215,33 @@ func (r *runner) catchupAPI(ctx context.Context, kind string, total, seg int64) 
 	return runs, nil
 }
 
+// Status polls during a catch-up via the API: at most catchupPollMax
+// apart, and closer as the end nears (see catchupPoll).
+const (
+	catchupPollMin = time.Millisecond
+	catchupPollMax = 10 * time.Millisecond
+)
+
+// catchupPoll is the wait before the next status poll of a catch-up that
+// the slave has answered first at t0 holding o0 bytes and holds cur of
+// total at now: a quarter of the time the rest takes at the rate seen so
+// far, within [catchupPollMin, catchupPollMax]. The end is seen within
+// about a millisecond, while the slave answers tens of requests per GiB
+// rather than one every 2 ms: each answer is CPU taken from the catch-up
+// it measures, in the slave and in this process (docs/benchmarks.md).
+// Before the first answer it is catchupPollMin.
+func catchupPoll(t0, now time.Time, o0, cur, total int64) time.Duration {
+	el := now.Sub(t0)
+	if t0.IsZero() || el <= 0 {
+		return catchupPollMin
+	}
+	if cur <= o0 {
+		return catchupPollMax
+	}
+	rest := time.Duration(float64(el) * float64(total-cur) / float64(cur-o0))
+	return min(max(rest/4, catchupPollMin), catchupPollMax)
+}
+
 // catchupAPIRun starts a fresh slave and polls its status until it holds
 // total bytes. The rate is taken from the first status answer (the slave
 // may have started replicating before its API answered) to the first that
@@ -228,8 +255,8 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 	sc := newAPIClient(slave.api, 1)
 	defer sc.close()
 	mem := startMem(memGroups{
-		master: pidsOf(master.pid()), slave: pidsOf(slave.pid()),
-		masterPlugin: childrenPids(master.pid()), slavePlugin: childrenPids(slave.pid()),
+		master: pidsOf(master.Pid()), slave: pidsOf(slave.Pid()),
+		masterPlugin: childrenPids(master.Pid()), slavePlugin: childrenPids(slave.Pid()),
 	})
 	name := fmt.Sprintf("catchup-api-%s-run%d", kind, i+1)
 	stopProf := r.startProfile(name)
@@ -242,12 +269,16 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 	var o0 int64
 	var cpu0 cpuSample
 	cpuGroups := memGroups{
-		master: pidsOf(master.pid()), slave: pidsOf(slave.pid()),
-		masterPlugin: childrenPids(master.pid()), slavePlugin: childrenPids(slave.pid()),
+		master: pidsOf(master.Pid()), slave: pidsOf(slave.Pid()),
+		masterPlugin: childrenPids(master.Pid()), slavePlugin: childrenPids(slave.Pid()),
 	}
+	var lastOff int64 // the slave's max offset at the last answer
 	for {
 		st, err := sc.status(ctx)
 		now := time.Now()
+		if err == nil {
+			lastOff = st.MaxOffset
+		}
 		switch {
 		case err == nil && st.Master != nil && st.Master.SegmentError != "":
 			mem.stop()
@@ -280,20 +311,20 @@ func (r *runner) catchupAPIRun(ctx context.Context, kind, sdir string, master *c
 			return run{}, err
 		}
 		select {
-		case <-slave.done:
+		case <-slave.Done():
 			mem.stop()
-			return run{}, slave.exited()
-		case <-master.done:
+			return run{}, slave.Exited()
+		case <-master.Done():
 			mem.stop()
-			return run{}, master.exited()
+			return run{}, master.Exited()
 		case <-ctx.Done():
 			mem.stop()
 			return run{}, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(catchupPoll(t0, now, o0, lastOff, total)):
 		}
 		if now.After(deadline) {
 			mem.stop()
-			return run{}, fmt.Errorf("the slave did not catch up by %s (logs %s, %s)", deadline.Format(time.TimeOnly), master.log, slave.log)
+			return run{}, fmt.Errorf("the slave did not catch up by %s (logs %s, %s)", deadline.Format(time.TimeOnly), master.Log(), slave.Log())
 		}
 	}
 }

@@ -61,8 +61,8 @@
 // Security (docs/security.md): Config.APITLS serves the API over TLS
 // (ServerTLS loads the PEM files; a client CA makes it mutual) and
 // Config.APIToken requires a bearer token on every route but the probes.
-// Config.HATLS, HAAllow, HAAllowClientNames, HAMaxConns and HAMaxConnsPerIP
-// reach the transport as a transport.Security through its
+// Config.HA (a transport.Security: HA TLS, allow lists, connection limits,
+// transfer rate) reaches the transport through its
 // transport.Securer capability (a master's listener or a slave's dialer),
 // whichever plugin provides it: the builtin tcp transport has it; with a
 // transport without it, TLS and allow lists refuse to start and the limits

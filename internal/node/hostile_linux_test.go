@@ -107,7 +107,7 @@ func TestHostilePeers(t *testing.T) {
 	mc.Role, mc.DataDir, mc.HAListen = core.SyncMaster, filepath.Join(dir, "m"), "127.0.0.1:0"
 	mc.SlaveTimeout = 10 * time.Second
 	mc.HAIdleTimeout = hostileIdle
-	mc.HAMaxConns, mc.HAMaxConnsPerIP = hostileMaxConns, 64
+	mc.HA.MaxConns, mc.HA.MaxConnsPerIP = hostileMaxConns, 64
 	m := startNode(t, mc)
 	mURL := m.n.URL()
 	ha := m.n.master.Addr()

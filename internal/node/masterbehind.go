@@ -92,8 +92,9 @@ func (n *Node) startBehindCheck() {
 }
 
 // runBehindCheck is the check's goroutine. Appends are pushed by the store
-// (store.Store.Watch); a timer fires one interval after the last append or
-// the last check, and the master's status is read then.
+// (store.Store.Watch), at most one wake-up per interval; a timer fires one
+// interval after the last append seen or the last check, and the master's
+// status is read then if nothing was appended in between.
 func (n *Node) runBehindCheck(c *behindCheck) {
 	defer close(n.behindDone)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,11 +112,16 @@ func (n *Node) runBehindCheck(c *behindCheck) {
 	t := time.NewTimer(c.interval)
 	defer t.Stop()
 	c.lastMax = n.st.Bounds().Max
+	// watch is appended until the first append after a tick, then nil until
+	// the next tick: a catch-up appends a frame every few microseconds, and
+	// one wake-up per interval is all the check needs.
+	watch := appended
 	for {
 		select {
 		case <-n.stopBehind:
 			return
-		case <-appended:
+		case <-watch:
+			watch = nil
 			if local := n.st.Bounds().Max; local != c.lastMax {
 				// Data arrived: the slave appends, the master's log
 				// reaches past this one.
@@ -126,8 +132,15 @@ func (n *Node) runBehindCheck(c *behindCheck) {
 			continue
 		case <-t.C:
 		}
+		watch = appended
 		t.Reset(c.interval)
 		local := n.st.Bounds().Max
+		if local != c.lastMax {
+			// Appends since the last look: not an interval of heartbeats only.
+			c.lastMax = local
+			n.setDiverged("", -1, local)
+			continue
+		}
 		// Check only while heartbeats only (connected, appending nothing
 		// for an interval), or while the reason is up so that it clears.
 		if n.diverged() == "" && !n.slave.Status().Connected {

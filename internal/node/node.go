@@ -92,24 +92,16 @@ type Config struct {
 	APIMaxConnsPerIP int
 	APIIdleTimeout   time.Duration
 
-	// HA security, applied through the transport's transport.Securer
-	// capability (the builtin tcp transport has it; a transport without it
-	// refuses to start with TLS or allow lists). Master: HATLS makes the HA port
-	// speak TLS (with ClientAuth set, slaves need certificates);
-	// HAAllow lists the peer networks allowed to connect (empty: all);
-	// HAAllowClientNames lists the client-certificate names allowed;
-	// HAMaxConns and HAMaxConnsPerIP bound the open HA connections (0: no
-	// limit). Slave: HATLS is the client configuration used to dial the
-	// master.
-	HATLS              *tls.Config
-	HAAllow            []netip.Prefix
-	HAAllowClientNames []string
-	HAMaxConns         int
-	HAMaxConnsPerIP    int
-	// HAMaxTransferRate bounds the bytes per second the master sends on
-	// each HA connection (transport.Security.MaxTransferRate, RocketMQ
-	// FlowMonitor; 0: no limit).
-	HAMaxTransferRate int64
+	// HA is the HA transport's security (TLS, allow lists, connection
+	// limits, transfer rate: transport.Security), applied through the
+	// transport's transport.Securer capability (the builtin tcp transport
+	// has it; a transport without it refuses to start with TLS or allow
+	// lists). A master serves HA.ServerTLS (with ClientAuth set, slaves
+	// need certificates), applies the allow lists and limits, and dials with
+	// HA.ClientTLS if it becomes a slave (controller mode); a slave uses
+	// HA.ClientTLS only, to dial the master. Zero fields: plain TCP, every
+	// peer, no limit.
+	HA transport.Security
 	// HAIdleTimeout closes an HA connection that read nothing this long
 	// (RocketMQ haHousekeepingInterval; 0: 20 s).
 	HAIdleTimeout time.Duration
@@ -149,27 +141,16 @@ type Config struct {
 	// HAListen a fixed port and BrokerID set; the controller assigns the
 	// role and POST /v1/role answers 409.
 	Controller *ControllerConfig
-	// HAClientTLS (controller mode) is the TLS configuration the node
-	// dials its masters with (HATLS is then the server's); nil: plain TCP.
-	HAClientTLS *tls.Config
 }
 
 // haSecurity is what cfg asks of the HA transport: a slave dials with
-// HATLS; a master (or a node that may become one) serves HATLS, dials with
-// HAClientTLS and applies the allow lists and limits.
+// HA.ClientTLS and nothing else; a master (or a node that may become one)
+// applies all of HA.
 func (cfg *Config) haSecurity() transport.Security {
 	if cfg.Role == core.Slave {
-		return transport.Security{ClientTLS: cfg.HATLS}
+		return transport.Security{ClientTLS: cfg.HA.ClientTLS}
 	}
-	return transport.Security{
-		ServerTLS:        cfg.HATLS,
-		ClientTLS:        cfg.HAClientTLS,
-		Allow:            cfg.HAAllow,
-		AllowClientNames: cfg.HAAllowClientNames,
-		MaxConns:         cfg.HAMaxConns,
-		MaxConnsPerIP:    cfg.HAMaxConnsPerIP,
-		MaxTransferRate:  cfg.HAMaxTransferRate,
-	}
+	return cfg.HA
 }
 
 // Extension adds routes and background work to a node (for example the
@@ -376,7 +357,7 @@ func (n *Node) logReady() {
 	}
 	args := []any{"role", role, "api", n.URL(), "data", n.cfg.DataDir,
 		"api_tls", n.cfg.APITLS != nil, "api_client_certs", n.cfg.APITLS != nil && n.cfg.APITLS.ClientAuth == tls.RequireAndVerifyClientCert,
-		"api_token", n.cfg.APIToken != "", "ha_tls", n.cfg.HATLS != nil}
+		"api_token", n.cfg.APIToken != "", "ha_tls", n.cfg.HA.ServerTLS != nil || n.cfg.HA.ClientTLS != nil}
 	args = append(args, "protocol", n.cfg.Protocol.String())
 	switch {
 	case n.replica != nil:

@@ -17,6 +17,7 @@ import (
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/node/testpki"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
+	"github.com/replicatorhq/replicator/transport"
 )
 
 // pkiFiles writes a CA, a master certificate and client certificates to a
@@ -89,8 +90,8 @@ func TestHAMutualTLS(t *testing.T) {
 
 	mc := base
 	mc.Role, mc.DataDir, mc.HAListen, mc.Logger = core.AsyncMaster, filepath.Join(dir, "m"), "127.0.0.1:0", mlogs.logger()
-	mc.HATLS = mustTLS(t)(ServerTLS(p.srvCert, p.srvKey, p.caFile))
-	mc.HAAllowClientNames = []string{"slave-1"}
+	mc.HA.ServerTLS = mustTLS(t)(ServerTLS(p.srvCert, p.srvKey, p.caFile))
+	mc.HA.AllowClientNames = []string{"slave-1"}
 	m := startNode(t, mc)
 	ha := m.n.master.Addr()
 
@@ -98,7 +99,7 @@ func TestHAMutualTLS(t *testing.T) {
 		var logs logBuf
 		sc := base
 		sc.Role, sc.DataDir, sc.MasterHA, sc.Logger = core.Slave, filepath.Join(dir, name), ha, logs.logger()
-		sc.HATLS, sc.ReconnectDelay = tlsCfg, 20*time.Millisecond
+		sc.HA.ClientTLS, sc.ReconnectDelay = tlsCfg, 20*time.Millisecond
 		return startNode(t, sc), &logs
 	}
 	good, _ := slave("good", mustTLS(t)(ClientTLS(p.caFile, p.slaveCert, p.slaveKey, "")))
@@ -166,7 +167,7 @@ func TestHAAllowList(t *testing.T) {
 	m := startNode(t, Config{
 		Role: core.AsyncMaster, DataDir: filepath.Join(dir, "m"), Listen: "127.0.0.1:0", HAListen: "127.0.0.1:0",
 		SegmentSize: 1 << 20, Registry: pluginhost.Builtin(), Logger: mlogs.logger(),
-		HAAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		HA: transport.Security{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 	})
 	ha := m.n.master.Addr()
 	c, err := dialFrom(t, "127.0.0.2", ha)

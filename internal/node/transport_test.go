@@ -82,7 +82,7 @@ func TestThirdPartyTransportPlugin(t *testing.T) {
 
 	mc := base
 	mc.Role, mc.DataDir, mc.HAListen, mc.TransportPlugin = core.AsyncMaster, filepath.Join(dir, "m"), "mem-master:0", "mem-m"
-	mc.HAAllow, mc.HAMaxConns, mc.HAMaxConnsPerIP, mc.HAMaxTransferRate = allow, 7, 3, 1<<30
+	mc.HA = transport.Security{Allow: allow, MaxConns: 7, MaxConnsPerIP: 3, MaxTransferRate: 1 << 30}
 	m := startNode(t, mc)
 	mURL := "http://" + m.n.Addr()
 	var mst api.Status
@@ -97,9 +97,9 @@ func TestThirdPartyTransportPlugin(t *testing.T) {
 
 	sc := base
 	sc.Role, sc.DataDir, sc.MasterHA, sc.TransportPlugin = core.Slave, filepath.Join(dir, "s"), mst.HAAddr, "mem-s"
-	sc.HATLS = &tls.Config{ServerName: "master"}
+	sc.HA.ClientTLS = &tls.Config{ServerName: "master"}
 	s := startNode(t, sc)
-	if got := plugins["s"].secured; len(got) != 1 || got[0].ClientTLS != sc.HATLS || got[0].ServerTLS != nil || got[0].Limited() {
+	if got := plugins["s"].secured; len(got) != 1 || got[0].ClientTLS != sc.HA.ClientTLS || got[0].ServerTLS != nil || got[0].Limited() {
 		t.Fatalf("slave's transport got %+v, want ClientTLS alone", got)
 	}
 	last := putMessages(t, hc, mURL, 20)
@@ -122,7 +122,7 @@ func TestThirdPartyTransportPlugin(t *testing.T) {
 	// Without the capability: TLS or an allow list stops the start ...
 	pc := base
 	pc.Role, pc.DataDir, pc.HAListen, pc.TransportPlugin = core.AsyncMaster, filepath.Join(dir, "p"), "mem-plain:0", "plain"
-	pc.HAAllow = allow
+	pc.HA.Allow = allow
 	n, err := New(pc)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestThirdPartyTransportPlugin(t *testing.T) {
 	}
 	// ... limits alone are left to the transport, with a log line.
 	logs := &logBuf{}
-	pc.HAAllow, pc.HAMaxConns, pc.Logger = nil, 2, logs.logger()
+	pc.HA.Allow, pc.HA.MaxConns, pc.Logger = nil, 2, logs.logger()
 	p := startNode(t, pc)
 	if err := p.stop(); err != nil {
 		t.Fatal(err)

@@ -43,10 +43,10 @@ type HostOptions struct {
 	AutoMTLS bool
 	// BuiltinVersion is reported for builtin plugins (the binary's version).
 	BuiltinVersion string
-	// BuiltinMetadata names the builtin metadata plugins, for Entries (the
-	// daemon links "files", plugins/metadata).
-	BuiltinMetadata []string
-	// Store tunes the host side of external stores.
+	// Store tunes the host side of external stores. Its FrameAppends is
+	// the host's to set: on unless the store is opened with SyncFlush
+	// (a framed Append is answered before the plugin holds the record,
+	// which only a store that does not wait for a flush may do).
 	Store storeplugin.ClientConfig
 	// OnCrash is called once per plugin process that exits on its own (after
 	// the crash is logged and counted). The daemon shuts down cleanly.
@@ -87,8 +87,7 @@ type Host struct {
 	// supervised maps a process to what to do when it crashes instead of
 	// OnCrash (restarting a metadata plugin).
 	supervised map[*Process]func(*Process)
-	external   map[string]Entry  // kind/name -> entry
-	metas      map[string]loaded // name -> external metadata plugin
+	external   map[string]Entry // kind/name -> entry
 	failed     []error
 	procs      map[*Process]struct{}
 	dead       map[*Process]struct{} // crashed, not yet released
@@ -105,7 +104,6 @@ func NewHost(reg *Registry, opts HostOptions) (*Host, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		external: map[string]Entry{},
-		metas:    map[string]loaded{},
 		procs:    map[*Process]struct{}{},
 		dead:     map[*Process]struct{}{},
 		done:     make(chan struct{}),
@@ -209,15 +207,14 @@ func (h *Host) LoadDir(dir string) error {
 		e := Entry{Kind: c.Kind, Name: c.Name, Version: info.Version, Path: c.Path}
 		h.mu.Lock()
 		h.external[c.Kind+"/"+c.Name] = e
-		if c.Kind == plugin.KindMetadata {
-			h.metas[c.Name] = loaded{c, sum}
-		}
 		h.mu.Unlock()
 		switch c.Kind {
 		case plugin.KindStore:
 			h.reg.RegisterStore(c.Name, h.storeFactory(c, sum))
 		case plugin.KindTransport:
 			h.reg.RegisterTransport(c.Name, h.transportFactory(c, sum))
+		case plugin.KindMetadata:
+			h.reg.RegisterMetadata(c.Name, h.metadataFactory(loaded{c, sum}))
 		}
 		h.log.Info("external plugin loaded", "kind", c.Kind, "name", c.Name, "version", info.Version, "path", c.Path)
 	}
@@ -372,6 +369,9 @@ func (h *Host) storeFactory(c Candidate, sum []byte) StoreFactory {
 			return nil, err
 		}
 		cfg := h.opts.Store
+		// A framed Append is answered before the plugin holds the record:
+		// only when the store's Append would not wait for a flush either.
+		cfg.FrameAppends = !opts.SyncFlush
 		if opts.Logger != nil {
 			cfg.Logger = opts.Logger
 		}
@@ -416,7 +416,7 @@ func (h *Host) Entries() []Entry {
 	for _, n := range h.reg.StoreNames() {
 		seen[plugin.KindStore+"/"+n] = Entry{Kind: plugin.KindStore, Name: n, Version: h.opts.BuiltinVersion, Builtin: true}
 	}
-	for _, n := range h.opts.BuiltinMetadata {
+	for _, n := range h.reg.MetadataNames() {
 		seen[plugin.KindMetadata+"/"+n] = Entry{Kind: plugin.KindMetadata, Name: n, Version: h.opts.BuiltinVersion, Builtin: true}
 	}
 	for _, n := range h.reg.TransportNames() {
@@ -496,21 +496,19 @@ type loaded struct {
 	sum []byte
 }
 
-// OpenMetadata opens the external metadata plugin name, if LoadDir loaded
-// one (ok=false otherwise: use the builtin). The store's Close stops the
-// plugin process. A crash of the process is restarted (see metaRestart).
-func (h *Host) OpenMetadata(name string, req metaplugin.OpenRequest) (st meta.Store, ok bool, err error) {
-	h.mu.Lock()
-	l, ok := h.metas[name]
-	h.mu.Unlock()
-	if !ok {
-		return nil, false, nil
+// metadataFactory opens the external metadata plugin l, one process per
+// store; the store's Close stops it. A crash of the process is restarted
+// (see externalMeta). The plugin gets the directory and CreateDefaults; it
+// applies its own limits.
+func (h *Host) metadataFactory(l loaded) MetadataFactory {
+	return func(dir string, opts MetadataOptions) (meta.Store, error) {
+		m := &externalMeta{h: h, l: l, req: metaplugin.OpenRequest{Dir: dir, CreateDefaults: opts.CreateDefaults}, stop: make(chan struct{})}
+		if err := m.start(); err != nil {
+			return nil, fmt.Errorf("metadata plugin %q: %w", l.c.Name, err)
+		}
+		h.log.Info("metadata documents are served by the external plugin", "name", l.c.Name, "path", l.c.Path)
+		return m, nil
 	}
-	m := &externalMeta{h: h, l: l, req: req, stop: make(chan struct{})}
-	if err := m.start(); err != nil {
-		return nil, true, err
-	}
-	return m, true, nil
 }
 
 // externalMeta is an external metadata store that survives crashes of its

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
 )
@@ -41,6 +42,24 @@ type TransportOptions struct {
 	Registerer prometheus.Registerer
 }
 
+// MetadataOptions are what the host tells a metadata plugin when it opens
+// one.
+type MetadataOptions struct {
+	// CreateDefaults creates RocketMQ's default documents that are missing
+	// (a master's store; a slave copies its master's).
+	CreateDefaults bool
+	// MaxDocuments and MaxTotalSize bound the builtin store (0: its
+	// defaults); an external plugin applies its own limits.
+	MaxDocuments int
+	MaxTotalSize int64
+	Logger       hclog.Logger          // nil: no logs
+	Registerer   prometheus.Registerer // nil: no metrics
+}
+
+// MetadataFactory opens the metadata store whose directory is dir (the
+// builtin "files" keeps its documents there).
+type MetadataFactory func(dir string, opts MetadataOptions) (meta.Store, error)
+
 // StoreFactory opens a store whose root directory is dir (the node's data
 // directory, which the store shares with the lock file and the metadata's
 // config/ directory; the builtin commitlog uses dir/commitlog and
@@ -57,11 +76,12 @@ type Registry struct {
 	dir        string
 	stores     map[string]StoreFactory
 	transports map[string]TransportFactory
+	metadata   map[string]MetadataFactory
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{stores: map[string]StoreFactory{}, transports: map[string]TransportFactory{}}
+	return &Registry{stores: map[string]StoreFactory{}, transports: map[string]TransportFactory{}, metadata: map[string]MetadataFactory{}}
 }
 
 // SetDir records the plugin directory (--plugins). It must be an existing
@@ -102,6 +122,13 @@ func (r *Registry) RegisterTransport(name string, f TransportFactory) {
 	r.transports[name] = f
 }
 
+// RegisterMetadata adds (or replaces) the metadata plugin name.
+func (r *Registry) RegisterMetadata(name string, f MetadataFactory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.metadata[name] = f
+}
+
 // Store returns the store plugin name.
 func (r *Registry) Store(name string) (StoreFactory, error) {
 	r.mu.Lock()
@@ -122,6 +149,16 @@ func (r *Registry) Transport(name string) (TransportFactory, error) {
 	return nil, fmt.Errorf("%w: no transport plugin %q (have %s)", ErrUnknownPlugin, name, names(r.transports))
 }
 
+// Metadata returns the metadata plugin name.
+func (r *Registry) Metadata(name string) (MetadataFactory, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.metadata[name]; ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("%w: no metadata plugin %q (have %s)", ErrUnknownPlugin, name, names(r.metadata))
+}
+
 // StoreNames lists the store plugins, sorted.
 func (r *Registry) StoreNames() []string {
 	r.mu.Lock()
@@ -134,6 +171,13 @@ func (r *Registry) TransportNames() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return sortedKeys(r.transports)
+}
+
+// MetadataNames lists the metadata plugins, sorted.
+func (r *Registry) MetadataNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sortedKeys(r.metadata)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -136,7 +136,7 @@ func killOnly(t *testing.T, h *pluginhost.Host) int {
 // past MaxRestarts, goes to OnCrash.
 func TestPluginHostMetadataRestart(t *testing.T) {
 	crashed := make(chan error, 1)
-	_, h, logs := newHost(t, pluginhost.HostOptions{
+	reg, h, logs := newHost(t, pluginhost.HostOptions{
 		MaxRestarts:        1,
 		RestartBackoff:     10 * time.Millisecond,
 		RestartStableAfter: time.Hour,
@@ -149,9 +149,13 @@ func TestPluginHostMetadataRestart(t *testing.T) {
 	if err := h.RegisterMetrics(metrics); err != nil {
 		t.Fatal(err)
 	}
-	st, ok, err := h.OpenMetadata("fix", metaplugin.OpenRequest{Dir: t.TempDir()})
-	if !ok || err != nil {
-		t.Fatalf("OpenMetadata: %v %v", ok, err)
+	open, err := reg.Metadata("fix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := open(t.TempDir(), pluginhost.MetadataOptions{})
+	if err != nil {
+		t.Fatalf("opening the external metadata plugin: %v", err)
 	}
 	defer st.Close()
 	ctx := context.Background()

@@ -144,7 +144,8 @@
 //
 // AppendAtFrom (beyond store.Store; store.AppenderFrom) is AppendAt reading
 // its bytes from an io.Reader: a slave hands it the socket, and it reads
-// through a buffer it reuses (1 MiB at most) and pwrites each piece. The
+// through a buffer it reuses (1 MiB at most) and pwrites each piece (a
+// raw system call with GOMAXPROCS > 1: vfs.NoHandoffWriterAt). The
 // put lock is not held while it reads; other writers (Append, AppendAt,
 // Truncate) wait for it, readers do not, and a failed read or write zeroes
 // what it wrote and leaves the log unchanged.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -449,9 +450,20 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 // pages directly, where a copy through the mapping takes a write fault
 // (or a populate) per page first, which costs several times the copy
 // (docs/benchmarks.md). The mapping sees the bytes at once (one page
-// cache) and msync flushes them.
+// cache) and msync flushes them. With more than one P the write skips the
+// runtime's system-call hand-off (vfs.NoHandoffWriterAt): during a
+// catch-up the receive loop's writes overlap the read-ahead goroutine's
+// socket reads, and through the ordinary entry the runtime's monitor
+// thread then took a tenth of the slave's CPU (docs/benchmarks.md). The
+// segment is pinned or held by the log, so its file stays open.
 func (l *Log) replicaWrite(seg *segment, pos int64, p []byte) error {
-	if _, err := seg.f.WriteAt(p, pos); err != nil {
+	var err error
+	if w, ok := seg.f.(vfs.NoHandoffWriterAt); ok && runtime.GOMAXPROCS(0) > 1 {
+		_, err = w.WriteAtNoHandoff(p, pos)
+	} else {
+		_, err = seg.f.WriteAt(p, pos)
+	}
+	if err != nil {
 		clear(seg.data[pos : pos+int64(len(p))]) // what a short write left
 		return fmt.Errorf("write %s at %d: %w", seg.path, pos, err)
 	}

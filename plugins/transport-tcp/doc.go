@@ -52,7 +52,10 @@
 // 8 bytes is a slave, can read the whole commit log and, on a sync master,
 // acknowledge messages. Three listener options, all checked at accept before
 // a byte is read or a TLS handshake starts, so the core cannot tell them
-// from plain TCP:
+// from plain TCP. They and the TLS configurations are the fields of
+// transport.Security, which Options embeds (the one definition a host hands
+// to any transport through transport.Securer; Transport.Secure applies it
+// here):
 //
 //   - Options.Allow: the networks a peer's address must belong to
 //     (ParseAllow reads "10.0.0.7,10.0.1.0/24,fd00::/8"); any other peer is

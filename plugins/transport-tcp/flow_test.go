@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/replicatorhq/replicator/transport"
 )
 
 // TestFlowBucketPacesWrites: with a fake clock, sending n bytes at rate r
@@ -71,7 +73,7 @@ func TestThrottledConnDeliversEverything(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatalf("received %d bytes, not the %d sent", len(got), len(data))
 	}
-	if err := (Options{MaxTransferRate: -1}).Validate(); err == nil {
+	if err := (Options{Security: transport.Security{MaxTransferRate: -1}}).Validate(); err == nil {
 		t.Fatal("a negative MaxTransferRate validated")
 	}
 }

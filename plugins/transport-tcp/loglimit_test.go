@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replicatorhq/replicator/transport"
 )
 
 // fakeNow is a settable clock.
@@ -31,7 +33,7 @@ func (f *fakeNow) add(d time.Duration) {
 func TestRefusalWarningsAreRateLimited(t *testing.T) {
 	var logs logBuf
 	reg := prometheus.NewRegistry()
-	tr := New(Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Logger: logs.logger(), Registerer: reg})
+	tr := New(Options{Security: transport.Security{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, Logger: logs.logger(), Registerer: reg})
 	clk := &fakeNow{t: time.Unix(1_700_000_000, 0)}
 	tr.logLimit = newLogLimiter(RefusalLogInterval, clk.now)
 	ln, err := tr.Listen("127.0.0.1:0")

@@ -127,7 +127,7 @@ func TestParseAllow(t *testing.T) {
 			t.Errorf("ParseAllow(%q) accepted", bad)
 		}
 	}
-	o := Options{Allow: got}
+	o := Options{Security: transport.Security{Allow: got}}
 	for addr, ok := range map[string]bool{"10.0.0.7": true, "10.0.0.8": false, "10.1.200.1": true, "::ffff:10.1.0.1": true, "fd00::1": true, "fd00::2": false} {
 		if o.allowed(netip.MustParseAddr(addr)) != ok {
 			t.Errorf("allowed(%s) != %v", addr, ok)
@@ -138,7 +138,7 @@ func TestParseAllow(t *testing.T) {
 func TestAllowListRefusesUnlistedPeer(t *testing.T) {
 	var logs logBuf
 	reg := prometheus.NewRegistry()
-	tr := New(Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Logger: logs.logger(), Registerer: reg})
+	tr := New(Options{Security: transport.Security{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, Logger: logs.logger(), Registerer: reg})
 	ln, err := tr.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestAllowListRefusesUnlistedPeer(t *testing.T) {
 func TestConnectionLimits(t *testing.T) {
 	var logs logBuf
 	reg := prometheus.NewRegistry()
-	tr := New(Options{MaxConns: 3, MaxConnsPerIP: 2, Logger: logs.logger(), Registerer: reg})
+	tr := New(Options{Security: transport.Security{MaxConns: 3, MaxConnsPerIP: 2}, Logger: logs.logger(), Registerer: reg})
 	ln, err := tr.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestConnectionLimits(t *testing.T) {
 
 func TestTCPConformanceWithLimits(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transport.Transport {
-		return New(Options{MaxConns: 64, MaxConnsPerIP: 32, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+		return New(Options{Security: transport.Security{MaxConns: 64, MaxConnsPerIP: 32, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}})
 	})
 }
 
@@ -245,12 +245,14 @@ func TestAllowClientNames(t *testing.T) {
 	var logs logBuf
 	reg := prometheus.NewRegistry()
 	tr := New(Options{
-		ServerTLS: &tls.Config{
-			Certificates: []tls.Certificate{srv.TLS}, ClientCAs: ca.Pool,
-			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+		Security: transport.Security{
+			ServerTLS: &tls.Config{
+				Certificates: []tls.Certificate{srv.TLS}, ClientCAs: ca.Pool,
+				ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+			},
+			AllowClientNames: []string{"slave-1", "slave-2.example"},
 		},
-		AllowClientNames: []string{"slave-1", "slave-2.example"},
-		Logger:           logs.logger(), Registerer: reg,
+		Logger: logs.logger(), Registerer: reg,
 	})
 	ln, err := tr.Listen("127.0.0.1:0")
 	if err != nil {
@@ -260,7 +262,7 @@ func TestAllowClientNames(t *testing.T) {
 	// dial connects with cert. A refused certificate shows as an error of
 	// the handshake or, with TLS 1.3, of the first read.
 	dial := func(cert testpki.Leaf, refused bool) (net.Conn, error) {
-		cli := New(Options{ClientTLS: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{cert.TLS}}})
+		cli := New(Options{Security: transport.Security{ClientTLS: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{cert.TLS}}}})
 		c, err := cli.Dial(context.Background(), ln.Addr().String())
 		if err != nil || !refused {
 			return c, err
@@ -321,13 +323,14 @@ func TestAllowClientNames(t *testing.T) {
 }
 
 func TestValidateSecurityOptions(t *testing.T) {
-	for _, o := range []Options{
+	for _, s := range []transport.Security{
 		{MaxConns: -1},
 		{MaxConnsPerIP: -1},
 		{Allow: []netip.Prefix{{}}},
 		{AllowClientNames: []string{"x"}},
 		{AllowClientNames: []string{"x"}, ServerTLS: &tls.Config{Certificates: []tls.Certificate{{}}}},
 	} {
+		o := Options{Security: s}
 		if err := o.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil", o)
 		}

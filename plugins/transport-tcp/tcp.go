@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -48,44 +49,20 @@ type Options struct {
 	// versa; this transport does not copy that quirk.
 	SendBufferSize    int
 	ReceiveBufferSize int
-	// ServerTLS, when set, makes Listen serve TLS: the classic HA bytes flow
-	// unchanged inside it. It needs a certificate (Certificates or
-	// GetCertificate). Handshakes run in the listener's goroutines, bounded
-	// by ConnectTimeout, so a slow client never blocks Accept.
-	ServerTLS *tls.Config
-	// ClientTLS, when set, makes Dial speak TLS; the handshake completes
-	// inside Dial, under the same deadline as the connect. An empty
-	// ServerName is filled in from the dialed host.
-	ClientTLS *tls.Config
-	// Allow, when not empty, lists the networks a peer's address must
-	// belong to (a single address is a /32 or /128 prefix; IPv4-mapped IPv6
-	// peers are matched as IPv4). Listen closes any other connection at
-	// accept, before reading a byte or starting TLS, with one warning and a
-	// count in replicator_transport_tcp_refused_total{reason="not_allowed"}.
-	// Empty allows every peer, as RocketMQ does.
-	Allow []netip.Prefix
-	// AllowClientNames, when not empty, lists the client-certificate names
-	// a TLS peer may present: its verified certificate's common name or one
-	// of its DNS names must be in the list, else the handshake fails
-	// (logged and counted as a handshake error). It needs ServerTLS with
-	// ClientAuth tls.RequireAndVerifyClientCert.
-	AllowClientNames []string
-	// MaxConns bounds the accepted connections open at once (including TLS
-	// handshakes in progress); MaxConnsPerIP bounds them per peer address.
-	// A connection over a limit is closed at accept with one warning and a
-	// count in replicator_transport_tcp_refused_total{reason="max_conns"|
-	// "max_conns_per_ip"}. 0 means no limit.
-	MaxConns      int
-	MaxConnsPerIP int
-	// MaxTransferRate bounds, in bytes per second, what the listener's
-	// side writes on each accepted connection (the master's frames to one
-	// slave; RocketMQ 5 FlowMonitor, maxHaTransferByteInSecond with
-	// haFlowControlEnable). It keeps catch-up slaves, each reading the old
-	// log as fast as the master can send it, from taking the CPU, the disk
-	// and the link from the put path; a live slave needs only the producers'
-	// rate. 0 means no limit (RocketMQ's default). A throttled connection
-	// writes in chunks of at most 64 KiB, without vectored writes.
-	MaxTransferRate int64
+	// Security holds TLS, the allow lists, the connection limits and the
+	// transfer rate (transport.Security, whose fields Options promotes:
+	// o.ServerTLS, o.Allow, o.MaxConns ...). What this transport adds to
+	// their meaning: TLS handshakes of Listen run in the listener's
+	// goroutines, bounded by ConnectTimeout, so a slow client never blocks
+	// Accept, and a client's handshake runs under Dial's connect deadline; a
+	// connection refused by Allow, MaxConns or MaxConnsPerIP is closed with
+	// one warning and a count in
+	// replicator_transport_tcp_refused_total{reason="not_allowed"|
+	// "max_conns"|"max_conns_per_ip"}, one refused by AllowClientNames is
+	// logged and counted as a handshake error; a connection throttled by
+	// MaxTransferRate writes in chunks of at most 64 KiB, without vectored
+	// writes.
+	transport.Security
 	// Logger receives debug lines for dials and accepts, warnings for
 	// refused connections and failed server handshakes (at most one per
 	// reason and address per RefusalLogInterval, with a count of the
@@ -122,29 +99,14 @@ func DefaultOptions() Options {
 	return Options{ConnectTimeout: DefaultConnectTimeout, KeepAlive: DefaultKeepAlive}
 }
 
-// Validate reports options that New would have to ignore.
+// Validate reports options that New would have to ignore: a negative
+// socket buffer size, or a Security that transport.Security.Validate
+// refuses.
 func (o Options) Validate() error {
 	if o.SendBufferSize < 0 || o.ReceiveBufferSize < 0 {
 		return fmt.Errorf("tcptransport: negative socket buffer size (send %d, receive %d)", o.SendBufferSize, o.ReceiveBufferSize)
 	}
-	if o.ServerTLS != nil && len(o.ServerTLS.Certificates) == 0 && o.ServerTLS.GetCertificate == nil && o.ServerTLS.GetConfigForClient == nil {
-		return errors.New("tcptransport: ServerTLS has no certificate")
-	}
-	if o.MaxConns < 0 || o.MaxConnsPerIP < 0 {
-		return fmt.Errorf("tcptransport: negative connection limit (MaxConns %d, MaxConnsPerIP %d)", o.MaxConns, o.MaxConnsPerIP)
-	}
-	if o.MaxTransferRate < 0 {
-		return fmt.Errorf("tcptransport: negative MaxTransferRate %d", o.MaxTransferRate)
-	}
-	for _, p := range o.Allow {
-		if !p.IsValid() {
-			return errors.New("tcptransport: invalid prefix in Allow")
-		}
-	}
-	if len(o.AllowClientNames) > 0 && (o.ServerTLS == nil || o.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert) {
-		return errors.New("tcptransport: AllowClientNames needs ServerTLS with ClientAuth RequireAndVerifyClientCert")
-	}
-	return nil
+	return o.Security.Validate()
 }
 
 // ParseAllow parses a list of IP addresses and CIDR prefixes ("10.0.0.7",
@@ -604,7 +566,7 @@ func (t *Transport) dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{KeepAlive: t.opts.KeepAlive}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, deadlineErr(ctx, err)
 	}
 	c := nc.(*net.TCPConn)
 	if err := t.tune(c); err != nil {
@@ -630,6 +592,20 @@ func (t *Transport) dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("tls handshake: %w", err)
 	}
 	return tc, nil
+}
+
+// deadlineErr makes a connect that ran out of ctx's deadline report
+// context.DeadlineExceeded: the socket's own deadline (the same instant)
+// can fire before ctx's timer, and net then returns os.ErrDeadlineExceeded,
+// which errors.Is does not match with the context's error.
+func deadlineErr(ctx context.Context, err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	return err
 }
 
 // tune applies RocketMQ's socket options to one connection.

@@ -35,7 +35,7 @@ func TestTCPConformance(t *testing.T) {
 func TestTCPConformanceTLS(t *testing.T) {
 	pki := newPKI(t)
 	transporttest.Run(t, func(t *testing.T) transport.Transport {
-		return New(Options{ServerTLS: pki.serverConfig(false), ClientTLS: pki.clientConfig(false)})
+		return New(Options{Security: transport.Security{ServerTLS: pki.serverConfig(false), ClientTLS: pki.clientConfig(false)}})
 	})
 }
 
@@ -152,7 +152,7 @@ func TestTCPDialHonoursDeadline(t *testing.T) {
 	}()
 	pki := newPKI(t)
 
-	tr := New(Options{ClientTLS: pki.clientConfig(false)})
+	tr := New(Options{Security: transport.Security{ClientTLS: pki.clientConfig(false)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -164,7 +164,7 @@ func TestTCPDialHonoursDeadline(t *testing.T) {
 		t.Fatalf("dial took %v", el)
 	}
 
-	tr = New(Options{ClientTLS: pki.clientConfig(false), ConnectTimeout: 50 * time.Millisecond})
+	tr = New(Options{Security: transport.Security{ClientTLS: pki.clientConfig(false)}, ConnectTimeout: 50 * time.Millisecond})
 	if _, err = tr.Dial(context.Background(), raw.Addr().String()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ConnectTimeout: %v", err)
 	}
@@ -210,8 +210,8 @@ func TestTCPListenErrors(t *testing.T) {
 func TestTCPTLS(t *testing.T) {
 	pki := newPKI(t)
 	t.Run("replication inside TLS", func(t *testing.T) {
-		srv := New(Options{ServerTLS: pki.serverConfig(false)})
-		cli := New(Options{ClientTLS: pki.clientConfig(false)})
+		srv := New(Options{Security: transport.Security{ServerTLS: pki.serverConfig(false)}})
+		cli := New(Options{Security: transport.Security{ClientTLS: pki.clientConfig(false)}})
 		c, s := pair(t, srv, cli)
 		if _, ok := c.(*tls.Conn); !ok {
 			t.Fatalf("dialed %T, want *tls.Conn", c)
@@ -219,8 +219,8 @@ func TestTCPTLS(t *testing.T) {
 		replicate(t, c, s)
 	})
 	t.Run("mutual TLS", func(t *testing.T) {
-		srv := New(Options{ServerTLS: pki.serverConfig(true)})
-		cli := New(Options{ClientTLS: pki.clientConfig(true)})
+		srv := New(Options{Security: transport.Security{ServerTLS: pki.serverConfig(true)}})
+		cli := New(Options{Security: transport.Security{ClientTLS: pki.clientConfig(true)}})
 		c, s := pair(t, srv, cli)
 		replicate(t, c, s)
 		st := s.(*tls.Conn).ConnectionState()
@@ -229,7 +229,7 @@ func TestTCPTLS(t *testing.T) {
 		}
 	})
 	t.Run("untrusted server", func(t *testing.T) {
-		srv := New(Options{ServerTLS: pki.serverConfig(false)})
+		srv := New(Options{Security: transport.Security{ServerTLS: pki.serverConfig(false)}})
 		ln, err := srv.Listen("127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +242,7 @@ func TestTCPTLS(t *testing.T) {
 				c.Close()
 			}
 		}()
-		cli := New(Options{ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}})
+		cli := New(Options{Security: transport.Security{ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err = cli.Dial(ctx, ln.Addr().String())
@@ -253,7 +253,7 @@ func TestTCPTLS(t *testing.T) {
 	})
 	t.Run("plain slave to TLS master", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		srv := New(Options{ServerTLS: pki.serverConfig(false), Registerer: reg})
+		srv := New(Options{Security: transport.Security{ServerTLS: pki.serverConfig(false)}, Registerer: reg})
 		ln, err := srv.Listen("127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -322,7 +322,7 @@ func TestTCPOptions(t *testing.T) {
 	if err := (Options{SendBufferSize: -1}).Validate(); err == nil {
 		t.Fatal("negative buffer accepted")
 	}
-	if err := (Options{ServerTLS: &tls.Config{}}).Validate(); err == nil {
+	if err := (Options{Security: transport.Security{ServerTLS: &tls.Config{}}}).Validate(); err == nil {
 		t.Fatal("ServerTLS without certificate accepted")
 	}
 	o := New(Options{ReceiveBufferSize: -5}).Options()
@@ -405,4 +405,24 @@ func (p *pki) clientConfig(mutual bool) *tls.Config {
 		c.Certificates = []tls.Certificate{p.client}
 	}
 	return c
+}
+
+// TestDeadlineErr: a connect that failed on the socket's deadline reports
+// context.DeadlineExceeded once ctx's deadline has passed (the socket's
+// deadline can fire before ctx's timer), and is left alone otherwise.
+func TestDeadlineErr(t *testing.T) {
+	sockErr := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if err := deadlineErr(past, sockErr); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("past deadline: %v, want both context.DeadlineExceeded and os.ErrDeadlineExceeded", err)
+	}
+	future, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel2()
+	if err := deadlineErr(future, sockErr); err != sockErr {
+		t.Fatalf("future deadline: %v, want the error unchanged", err)
+	}
+	if err := deadlineErr(past, syscall.ECONNREFUSED); err != syscall.ECONNREFUSED {
+		t.Fatalf("refused: %v, want the error unchanged", err)
+	}
 }

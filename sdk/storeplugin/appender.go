@@ -323,7 +323,10 @@ func (a *appender) close() {
 type AppendStats struct {
 	Batches uint64 // batches sent
 	Ops     uint64 // appends sent in them
-	Queued  int    // appends waiting for room on the stream
+	// Framed counts the Appends the host framed itself and answered
+	// without waiting for the plugin (ClientConfig.FrameAppends).
+	Framed uint64
+	Queued int // appends waiting for room on the stream
 	// TailReads counts the Reads served from the bytes the appends brought
 	// back (no round trip); StreamReads those that needed a ReadStream call.
 	TailReads, StreamReads uint64
@@ -335,12 +338,15 @@ type AppendStats struct {
 // Stats reports the append stream's counters.
 func (c *Client) Stats() AppendStats {
 	a := c.app
+	c.mu.Lock()
+	framed := c.framed
+	c.mu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	side := false
 	if a.cur != nil {
 		_, side = a.cur.s.(*sideStream)
 	}
-	return AppendStats{Batches: a.batches, Ops: a.ops, Queued: len(a.queue), SideChannel: side,
+	return AppendStats{Batches: a.batches, Ops: a.ops, Queued: len(a.queue), SideChannel: side, Framed: framed,
 		TailReads: c.tailReads.Load(), StreamReads: c.streamReads.Load()}
 }

@@ -41,6 +41,14 @@ type ClientConfig struct {
 	// offset, inside one segment, on a log that is not empty, no Append
 	// awaiting its answer) returns once it is queued: see AppendAt.
 	SyncAppendAt bool
+	// FrameAppends lets Append frame the record in the host and queue it
+	// as an AppendAt, answering without a round trip to the plugin, once
+	// the host knows the record's queue offset (see Append). Set it only
+	// for a store whose Append waits for nothing but storing the record
+	// (no synchronous flush): a framed Append is answered before the
+	// plugin holds the record. internal/pluginhost sets it unless the
+	// daemon asks for sync flush.
+	FrameAppends bool
 	// DisableSideChannel keeps appends on the gRPC Append stream and reads
 	// on ReadStream even when the plugin offers the unix-socket side
 	// channels (AppendChannel, ReadChannel).
@@ -106,6 +114,17 @@ type Client struct {
 	proj     int64 // under mu: max offset including queued AppendAt not yet acked
 	appends  int   // under mu: Appends sent and not answered
 	asyncErr error // under mu: the first refused queued AppendAt; sticky
+
+	// Framed Append (ClientConfig.FrameAppends), under mu: the next queue
+	// offset of each queue, learnt from the plugin's answers to Append and
+	// moved on by framed ones (nil after an AppendAt or Truncate: the
+	// plugin's bytes may then hold any queue's records), and the largest
+	// record the plugin has taken (the host frames none larger, so the
+	// plugin's own size limit answers for those).
+	qnext     map[queueKey]int64
+	maxFramed int
+	framed    uint64
+	frameBuf  []byte // under wmu: where a framed record is encoded
 
 	tailReads, streamReads atomic.Uint64
 }
@@ -235,8 +254,34 @@ func (c *Client) startWatch() error {
 	return nil
 }
 
+// queueKey names a queue of the store: the next queue offset is kept per
+// (topic, queue id).
+type queueKey struct {
+	topic string
+	id    int32
+}
+
 // Append stores msg through the batching append stream. If ctx ends first
 // Append returns ctx's error, and the message may or may not be stored.
+//
+// By default Append waits for its batch's ack: the plugin's store assigns
+// the record's offset, queue offset and timestamp. With
+// ClientConfig.FrameAppends the host frames the record itself (sdk/record,
+// the format every store's log holds: a slave's AppendAt takes the same
+// bytes) when it knows everything the store would put in it: the offset is
+// the max offset (every append goes through this client), the queue offset
+// is one past the last the plugin gave this queue (learnt from the plugin's
+// answer to an earlier Append, moved on by each framed one), the timestamp
+// is the host's clock, the record is no larger than one the plugin has
+// taken and leaves room for a filler in its segment, no Append awaits the
+// plugin's answer and no AppendAt or Truncate came since. The record then
+// goes to the plugin as a queued AppendAt (batched with its neighbours
+// into one op), counts in Bounds().Max, and Read serves it from the tail at
+// once: a master replicates it and answers its put without waiting for the
+// plugin. Otherwise (the first append to a queue, a segment's end, an
+// invalid message) Append goes to the plugin and waits, and the plugin's
+// answer (its error included) is the result. A framed record the plugin
+// refuses makes every later call fail, as a refused queued AppendAt does.
 func (c *Client) Append(ctx context.Context, msg *record.Message) (store.AppendResult, error) {
 	if msg == nil {
 		return store.AppendResult{}, errors.New("storeplugin: nil message")
@@ -244,13 +289,26 @@ func (c *Client) Append(ctx context.Context, msg *record.Message) (store.AppendR
 	if err := c.check(); err != nil {
 		return store.AppendResult{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return store.AppendResult{}, fmt.Errorf("storeplugin: append: %w", err)
+	}
+	key := queueKey{msg.Topic, msg.QueueID}
+	c.wmu.Lock()
+	if c.cfg.FrameAppends && c.tail != nil {
+		if res, ok, err := c.appendFramed(key, msg); ok {
+			c.wmu.Unlock()
+			return res, err
+		}
+	}
 	op := c.messageOp(msg)
 	c.mu.Lock()
 	c.appends++
 	c.mu.Unlock()
-	op.after = c.appendAnswered
-	if err := c.app.enqueue(op); err != nil {
-		c.appendAnswered(opDone{})
+	op.after = func(d opDone) { c.appendAnswered(key, d) }
+	err := c.app.enqueue(op)
+	c.wmu.Unlock()
+	if err != nil {
+		c.appendAnswered(key, opDone{})
 		return store.AppendResult{}, err
 	}
 	select {
@@ -276,11 +334,70 @@ func (c *Client) messageOp(msg *record.Message) *pendingOp {
 	return &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Message{Message: pm}}, data: body, size: size, done: make(chan opDone, 1)}
 }
 
-// appendAnswered counts an Append out (answered or never sent).
-func (c *Client) appendAnswered(opDone) {
+// appendFramed is Append's framed path (see Append); ok=false: ask the
+// plugin. Called with wmu held.
+func (c *Client) appendFramed(key queueKey, msg *record.Message) (res store.AppendResult, ok bool, err error) {
+	size, err := record.Size(msg)
+	if err != nil {
+		return res, false, nil // the plugin's answer carries its error
+	}
 	c.mu.Lock()
-	c.appends--
+	b := c.bounds
+	cur := max(b.Max, c.proj)
+	qo, known := c.qnext[key]
+	fits := known && c.appends == 0 && size <= c.maxFramed && b.SegmentSize > 0
 	c.mu.Unlock()
+	base := b.SegmentStart(cur)
+	if !fits || cur-base+int64(size)+record.FillerSize > b.SegmentSize {
+		return res, false, nil
+	}
+	ts := time.Now().UnixMilli()
+	enc, err := record.Encode(c.frameBuf[:0], msg, qo, cur, ts)
+	if err != nil {
+		return res, false, nil
+	}
+	c.frameBuf = enc
+	// The tail's copy is the one the op sends (and grows over the next
+	// framed records): out of Read's reach until proj moves below.
+	rec := c.tail.copyIn(cur, enc)
+	if err := c.app.enqueueRaw(cur, rec, base, c.queuedDone); err != nil {
+		c.tail.invalidate()
+		return res, true, err
+	}
+	next := cur + int64(size)
+	c.mu.Lock()
+	c.proj = next
+	c.qnext[key] = qo + 1
+	c.framed++
+	c.mu.Unlock()
+	c.watch.Notify()
+	return store.AppendResult{Offset: cur, NextOffset: next, QueueOffset: qo, StoreTimestamp: ts, Size: int32(size)}, true, nil
+}
+
+// appendAnswered counts an Append out (answered or never sent) and learns
+// the queue's next offset and the size the plugin took from its answer.
+func (c *Client) appendAnswered(key queueKey, d opDone) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.appends--
+	if d.err != nil || d.res == nil || d.res.Error != nil || d.res.Result == nil {
+		return
+	}
+	r := d.res.Result
+	if c.qnext == nil {
+		c.qnext = make(map[queueKey]int64)
+	}
+	c.qnext[key] = r.QueueOffset + 1
+	c.maxFramed = max(c.maxFramed, int(r.Size))
+}
+
+// forgetQueues drops the learnt queue offsets: the log now holds bytes
+// that did not come through Append (AppendAt) or lost some (Truncate).
+// Called with mu held.
+func (c *Client) forgetQueues() {
+	if c.qnext != nil {
+		c.qnext = nil
+	}
 }
 
 // AppendAt writes raw bytes at offset; they travel on the append stream,
@@ -299,6 +416,9 @@ func (c *Client) AppendAt(offset int64, data []byte) (int64, error) {
 	if err := c.check(); err != nil {
 		return 0, err
 	}
+	c.mu.Lock()
+	c.forgetQueues()
+	c.mu.Unlock()
 	if !c.cfg.SyncAppendAt && c.tail != nil {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
@@ -450,6 +570,9 @@ func (c *Client) Truncate(offset int64) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.forgetQueues()
+	c.mu.Unlock()
 	ctx, cancel := c.callCtx()
 	defer cancel()
 	b, err := c.rpc.Truncate(ctx, &storev1.TruncateRequest{Offset: offset})

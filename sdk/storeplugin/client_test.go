@@ -32,6 +32,12 @@ func TestPluginStoreConformance(t *testing.T) {
 	storetest.Run(t, storetest.PluginFactory(openPlain, storeplugin.ClientConfig{}))
 }
 
+// TestPluginStoreConformanceFramed: the host frames Appends itself
+// (ClientConfig.FrameAppends) once it knows each queue's next offset.
+func TestPluginStoreConformanceFramed(t *testing.T) {
+	storetest.Run(t, storetest.PluginFactory(openPlain, storeplugin.ClientConfig{FrameAppends: true}))
+}
+
 // TestPluginStoreConformanceReadStream: every read through ReadStream (no
 // tail), with tiny chunks (many per segment), and the
 // gRPC Append stream instead of the side channel, every AppendAt waiting
@@ -328,5 +334,183 @@ func TestPluginStoreQueuedAppendAt(t *testing.T) {
 			t.Fatalf("AppendAt after a refused queued AppendAt: %v, want ErrCorrupt", err)
 		}
 		cl.Close()
+	}
+}
+
+// TestPluginStoreFramedAppend: with FrameAppends the first Append to a
+// queue asks the plugin; the next ones are framed by the host (answered
+// before the plugin holds them, read back from the tail at once) and what
+// the plugin stores is exactly what the host answered. A new queue, a
+// record larger than any the plugin took, a segment's end or a Truncate
+// send the next Append to the plugin again.
+func TestPluginStoreFramedAppend(t *testing.T) {
+	cl := openClient(t, openPlain, storeplugin.ClientConfig{FrameAppends: true})
+	defer cl.Close()
+	var res []store.AppendResult
+	put := func(topic string, qid int32, body []byte) store.AppendResult {
+		t.Helper()
+		a, err := cl.Append(context.Background(), &record.Message{Topic: topic, QueueID: qid, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, a)
+		return a
+	}
+	framed := func() uint64 { return cl.Stats().Framed }
+	body := bytes.Repeat([]byte{'b'}, 100)
+
+	put("T", 0, body)
+	if n := framed(); n != 0 {
+		t.Fatalf("first Append to a queue framed by the host (%d)", n)
+	}
+	for i := 1; i < 10; i++ {
+		a := put("T", 0, body)
+		if a.QueueOffset != int64(i) || a.Offset != res[i-1].NextOffset || cl.Bounds().Max != a.NextOffset {
+			t.Fatalf("framed append %d: %+v after %+v, max %d", i, a, res[i-1], cl.Bounds().Max)
+		}
+		v, err := cl.Read(a.Offset, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := record.Decode(v.Data); err != nil || rec.QueueOffset != int64(i) || rec.StoreTimestamp != a.StoreTimestamp {
+			t.Fatalf("read of framed append %d: %+v %v", i, rec, err)
+		}
+	}
+	if n := framed(); n != 9 {
+		t.Fatalf("%d of 9 appends framed", n)
+	}
+	put("T", 1, body)                  // a new queue: the plugin
+	put("T", 0, bytes.Repeat(body, 2)) // larger than any record the plugin took
+	put("T", 1, body)                  // framed
+	if n := framed(); n != 10 {
+		t.Fatalf("framed %d, want 10 (new queue and larger record go to the plugin)", n)
+	}
+
+	// What the plugin stored is what the host answered.
+	check := func() {
+		t.Helper()
+		recs, _, err := cl.ReadMessages(0, 1000)
+		if err != nil || len(recs) != len(res) {
+			t.Fatalf("read back %d of %d records: %v", len(recs), len(res), err)
+		}
+		for i, r := range recs {
+			a := res[i]
+			if r.PhysicalOffset != a.Offset || r.QueueOffset != a.QueueOffset || r.StoreTimestamp != a.StoreTimestamp || r.TotalSize != a.Size {
+				t.Fatalf("record %d: stored %+v, answered %+v", i, r, a)
+			}
+		}
+		if end, n, err := store.ScanRecords(cl, 0, cl.Bounds().Max); err != nil || n != len(res) || end != cl.Bounds().Max {
+			t.Fatalf("scan: %d records to %d: %v", n, end, err)
+		}
+	}
+	check()
+
+	// A Truncate forgets the queues: the next Append asks the plugin.
+	if err := cl.Truncate(res[12].Offset); err != nil {
+		t.Fatal(err)
+	}
+	res = res[:12]
+	before := framed()
+	put("T", 0, body)
+	if framed() != before {
+		t.Fatal("an Append right after Truncate was framed by the host")
+	}
+	if a := put("T", 0, body); a.QueueOffset != 12 || framed() != before+1 {
+		t.Fatalf("after truncate: %+v, framed %d", a, framed()-before)
+	}
+	check()
+
+	// Up to a segment's end (1 MiB): the plugin writes the filler and the
+	// first record of the next segment, the host frames on from there.
+	big := bytes.Repeat([]byte{'x'}, 60<<10)
+	put("T", 2, big)
+	for cl.Bounds().Max < 1<<20 {
+		put("T", 2, big)
+	}
+	if last := res[len(res)-1]; last.Offset != 1<<20 {
+		t.Fatalf("the record crossing the segment end went to %d", last.Offset)
+	}
+	before = framed()
+	put("T", 2, big)
+	if framed() != before+1 {
+		t.Fatal("no framing in the second segment")
+	}
+	recs, _, err := cl.ReadMessages(1<<20, 10)
+	if err != nil || len(recs) != 2 || recs[1].QueueOffset != res[len(res)-1].QueueOffset {
+		t.Fatalf("second segment: %d records, %v", len(recs), err)
+	}
+}
+
+// TestPluginStoreFramedConcurrent: producers on several queues at once,
+// framed and not; every queue's offsets run 0, 1, 2... in log order and
+// the stored records are the answered ones.
+func TestPluginStoreFramedConcurrent(t *testing.T) {
+	cl := openClient(t, openPlain, storeplugin.ClientConfig{FrameAppends: true})
+	defer cl.Close()
+	var mu sync.Mutex
+	answered := map[int64]store.AppendResult{}
+	var wg sync.WaitGroup
+	for p := range 8 {
+		wg.Go(func() {
+			for j := range 100 {
+				a, err := cl.Append(context.Background(), &record.Message{Topic: "T", QueueID: int32(p % 3), Body: []byte(fmt.Sprint(p, "-", j))})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				answered[a.Offset] = a
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if cl.Stats().Framed == 0 {
+		t.Fatal("no Append was framed")
+	}
+	recs, _, err := cl.ReadMessages(0, 1000)
+	if err != nil || len(recs) != 800 {
+		t.Fatalf("read back %d records: %v", len(recs), err)
+	}
+	next := map[int32]int64{}
+	for _, r := range recs {
+		a, ok := answered[r.PhysicalOffset]
+		if !ok || r.QueueOffset != a.QueueOffset || r.StoreTimestamp != a.StoreTimestamp || r.TotalSize != a.Size {
+			t.Fatalf("stored %+v, answered %+v (%v)", r, a, ok)
+		}
+		if r.QueueOffset != next[r.QueueID] {
+			t.Fatalf("queue %d: offset %d, want %d", r.QueueID, r.QueueOffset, next[r.QueueID])
+		}
+		next[r.QueueID]++
+	}
+}
+
+// TestPluginStoreFramedRefused: a framed record the plugin refuses makes
+// every later call fail, as a refused queued AppendAt does.
+func TestPluginStoreFramedRefused(t *testing.T) {
+	armed := make(chan struct{})
+	cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
+		st, err := openPlain(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return failingStore{st, armed}, nil
+	}, storeplugin.ClientConfig{FrameAppends: true})
+	defer cl.Close()
+	msg := &record.Message{Topic: "T", Body: []byte("x")}
+	for range 2 {
+		if _, err := cl.Append(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(armed)
+	if _, err := cl.Append(context.Background(), msg); err != nil { // framed: accepted, refused later
+		t.Fatalf("framed Append: %v", err)
+	}
+	if err := cl.Flush(); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Flush after a refused framed Append: %v, want ErrCorrupt", err)
+	}
+	if _, err := cl.Append(context.Background(), msg); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Append after a refused framed Append: %v, want ErrCorrupt", err)
 	}
 }

@@ -51,8 +51,12 @@
 // an older snapshot never overwrites a newer one.
 //
 // Append waits for its batch's ack: the store assigns the record's offset,
-// queue offset and timestamp, and a master's put must not be answered
-// before the store holds the record. AppendAt (a slave's frames) returns
+// queue offset and timestamp. With ClientConfig.FrameAppends (the daemon's
+// default unless it flushes synchronously) the host frames the record
+// itself once it knows all three (the queue's next offset is learnt from
+// the store's answer to an earlier Append; see Client.Append) and queues it
+// as an AppendAt: the put is answered, and replicated, without waiting for
+// the plugin process. AppendAt (a slave's frames) returns
 // once queued when the host can check the call itself: offset is the max
 // offset it knows (every append goes through it), the bytes stay inside
 // one segment, the log is not empty and no Append awaits its answer. The
@@ -118,7 +122,10 @@
 // # Crashes
 //
 // A store plugin process that dies is not restarted: appends acknowledged
-// by the plugin may not be durable, queued AppendAt may not be applied,
+// by the plugin may not be durable, queued AppendAt and framed Appends may
+// not be applied (the store opened again recovers to a valid prefix of
+// what the host answered; a sync put's record is on the slave that acked
+// it, as after a machine crash that loses a builtin store's unflushed tail),
 // and the host's cached bounds and tail describe a process that is gone,
 // so only a fresh open (its recovery) can say what the log holds. Every
 // call fails with ErrPluginShutdown and the daemon stops cleanly (exit 1);

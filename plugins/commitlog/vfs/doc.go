@@ -14,4 +14,8 @@
 // The interface is pebble's vfs in miniature: the file handle maps itself
 // (File.Map, with github.com/edsrzf/mmap-go on a real *os.File) and syncs
 // its mapping (File.MSync), so that a wrapper sees and can fail both.
+//
+// On Linux Default's files also implement NoHandoffWriterAt, the replica's
+// pwrite as a raw system call (see there); a wrapper that does not
+// implement it sends those writes through WriteAt, where it sees them.
 package vfs

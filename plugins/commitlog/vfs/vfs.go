@@ -62,6 +62,20 @@ type File interface {
 	MSync(b []byte) error
 }
 
+// NoHandoffWriterAt is implemented by the operating system's files on
+// Linux. WriteAtNoHandoff is WriteAt made as raw pwrite(2) calls, without
+// the Go runtime's system-call hand-off: the calling goroutine keeps its
+// P (and blocks it) while the kernel copies, where an ordinary system
+// call of 20 µs or more lets the runtime's monitor thread retake the P
+// and, while that keeps happening, poll every 20 µs. For writes into the
+// page cache that copy a frame and return, that is cheaper; a write that
+// the kernel throttles or that waits for the disk holds the P meanwhile,
+// so callers use it only with other Ps to run the rest of the program
+// (GOMAXPROCS > 1). The file must stay open until it returns.
+type NoHandoffWriterAt interface {
+	WriteAtNoHandoff(p []byte, off int64) (int, error)
+}
+
 // Default is the operating system's file system.
 var Default FS = osFS{}
 

@@ -2,7 +2,10 @@ package vfs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
+	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,4 +26,32 @@ func (f osFile) MSync(b []byte) error {
 		return &fs.PathError{Op: "msync", Path: f.Name(), Err: err}
 	}
 	return nil
+}
+
+// WriteAtNoHandoff implements NoHandoffWriterAt.
+func (f osFile) WriteAtNoHandoff(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "writeat", Path: f.Name(), Err: errors.New("negative offset")}
+	}
+	fd := f.Fd()
+	n := 0
+	for n < len(p) {
+		r, _, e := unix.RawSyscall6(unix.SYS_PWRITE64, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n), uintptr(off+int64(n)), 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e != 0:
+			runtime.KeepAlive(f.File)
+			raceRead(p[:n])
+			return n, &fs.PathError{Op: "write", Path: f.Name(), Err: e}
+		case r == 0:
+			runtime.KeepAlive(f.File)
+			raceRead(p[:n])
+			return n, &fs.PathError{Op: "write", Path: f.Name(), Err: io.ErrShortWrite}
+		}
+		n += int(r)
+	}
+	runtime.KeepAlive(f.File)
+	raceRead(p)
+	return n, nil
 }

@@ -2,14 +2,14 @@ package grpcopt
 
 import (
 	"fmt"
-	"math/bits"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/replicatorhq/replicator/internal/grpcpool"
 )
 
 // gRPC's proto codec takes its buffers from mem.DefaultBufferPool, whose
@@ -20,50 +20,9 @@ import (
 // not zero (gRPC overwrites every byte it hands out), forced on both sides.
 // The wire format is unchanged ("proto").
 
-// bufferPool is a mem.BufferPool with one sync.Pool per power of two from
-// 256 B to 64 MiB; it never zeroes. Larger requests are not pooled.
-type bufferPool struct {
-	tiers [19]sync.Pool // 2^8 .. 2^26
-}
-
-const minTierShift, maxTierShift = 8, 26
-
-var pool = &bufferPool{}
-
-func tierOf(n int) int {
-	if n <= 1<<minTierShift {
-		return 0
-	}
-	return bits.Len(uint(n-1)) - minTierShift
-}
-
-func (p *bufferPool) Get(n int) *[]byte {
-	t := tierOf(n)
-	if t >= len(p.tiers) {
-		b := make([]byte, n)
-		return &b
-	}
-	if v := p.tiers[t].Get(); v != nil {
-		b := v.(*[]byte)
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n, 1<<(t+minTierShift))
-	return &b
-}
-
-func (p *bufferPool) Put(b *[]byte) {
-	c := cap(*b)
-	if c < 1<<minTierShift || c&(c-1) != 0 {
-		return // not one of ours
-	}
-	t := bits.Len(uint(c)) - 1 - minTierShift
-	if t >= len(p.tiers) {
-		return
-	}
-	*b = (*b)[:c]
-	p.tiers[t].Put(b)
-}
+// pool is the non-zeroing pool (internal/grpcpool), shared with the
+// producer stream.
+var pool = grpcpool.Pool
 
 // codec is gRPC's proto codec on the non-zeroing pool.
 type codec struct{}

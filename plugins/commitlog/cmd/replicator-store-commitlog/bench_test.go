@@ -212,7 +212,9 @@ func BenchmarkPluginSyncPut(b *testing.B) {
 // REPLICATOR_BENCH_INFLIGHT overriding MaxInFlight and
 // REPLICATOR_BENCH_CHUNK ChunkBytes (for tuning runs).
 func benchClientConfig() storeplugin.ClientConfig {
-	var cfg storeplugin.ClientConfig
+	// As the daemon opens it (internal/pluginhost, async flush): framed
+	// Appends; REPLICATOR_BENCH_FRAME=0 makes every Append wait for the plugin.
+	cfg := storeplugin.ClientConfig{FrameAppends: os.Getenv("REPLICATOR_BENCH_FRAME") != "0"}
 	if v, err := strconv.Atoi(os.Getenv("REPLICATOR_BENCH_INFLIGHT")); err == nil {
 		cfg.MaxInFlight = v
 	}

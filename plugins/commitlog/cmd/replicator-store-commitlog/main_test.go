@@ -37,7 +37,13 @@ func direct(t *testing.T, dir string, segSize int64) store.Store {
 func TestPluginCommitLogConformance(t *testing.T) { storetest.Run(t, direct) }
 
 // Across the plugin boundary: this test binary as the plugin process (see
-// TestMain), reached through the host's client, as the daemon runs it.
+// TestMain), reached through the host's client, as the daemon runs it
+// (framed Appends: the daemon's default with async flush) and with every
+// Append answered by the plugin.
 func TestPluginCommitLogConformanceProcess(t *testing.T) {
+	storetest.Run(t, storetest.ProcessFactory(t, "", storeplugin.ClientConfig{FrameAppends: true}))
+}
+
+func TestPluginCommitLogConformanceProcessUnframed(t *testing.T) {
 	storetest.Run(t, storetest.ProcessFactory(t, "", storeplugin.ClientConfig{}))
 }

@@ -1,6 +1,0 @@
-package main
-
-import "syscall"
-
-// childSysProcAttr: no process-group handling on Windows.
-func childSysProcAttr() *syscall.SysProcAttr { return nil }
