@@ -65,86 +65,38 @@ type Decoder struct {
 // fails with an error wrapping ErrMalformed; the messages appended to dst
 // are then meaningless. The bodies alias b.
 func (d *Decoder) DecodeRequest(b []byte, dst []Message, maxMessages int) ([]Message, error) {
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return dst, malformed("PutRequest", n)
+	err := eachField(b, "PutRequest", func(f field) error {
+		if f.num != fieldRequestMessages || f.typ != protowire.BytesType {
+			return nil
 		}
-		b = b[n:]
-		if num == fieldRequestMessages && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return dst, malformed("PutRequest.messages", n)
-			}
-			b = b[n:]
-			if len(dst) >= maxMessages {
-				return dst, fmt.Errorf("%w: more than %d", ErrTooManyMessages, maxMessages)
-			}
-			dst = append(dst, Message{})
-			if err := d.decodeMessage(v, &dst[len(dst)-1]); err != nil {
-				return dst, err
-			}
-			continue
+		if len(dst) >= maxMessages {
+			return fmt.Errorf("%w: more than %d", ErrTooManyMessages, maxMessages)
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return dst, malformed("PutRequest", n)
-		}
-		b = b[n:]
-	}
-	return dst, nil
+		dst = append(dst, Message{})
+		return d.decodeMessage(f.b, &dst[len(dst)-1])
+	})
+	return dst, err
 }
 
 func (d *Decoder) decodeMessage(b []byte, m *Message) error {
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return malformed("Message", n)
-		}
-		b = b[n:]
+	return eachField(b, "Message", func(f field) error {
 		switch {
-		case num == fieldMsgSequence && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return malformed("Message.sequence", n)
-			}
-			m.Sequence, b = v, b[n:]
-			continue
-		case num == fieldMsgQueueID && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return malformed("Message.queue_id", n)
-			}
-			m.QueueID, b = int32(v), b[n:]
-			continue
-		case num == fieldMsgTopic && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("Message.topic", n)
-			}
-			b = b[n:]
-			if string(v) != d.topic {
-				if !utf8.Valid(v) {
+		case f.num == fieldMsgSequence && f.typ == protowire.VarintType:
+			m.Sequence = f.v
+		case f.num == fieldMsgQueueID && f.typ == protowire.VarintType:
+			m.QueueID = int32(f.v)
+		case f.num == fieldMsgTopic && f.typ == protowire.BytesType:
+			if string(f.b) != d.topic {
+				if !utf8.Valid(f.b) {
 					return fmt.Errorf("%w: Message.topic: invalid UTF-8", ErrMalformed)
 				}
-				d.topic = string(v)
+				d.topic = string(f.b)
 			}
 			m.Topic = d.topic
-			continue
-		case num == fieldMsgBody && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("Message.body", n)
-			}
-			m.Body, b = v, b[n:]
-			continue
-		case num == fieldMsgProperties && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("Message.properties", n)
-			}
-			b = b[n:]
-			k, val, err := decodeMapEntry(v)
+		case f.num == fieldMsgBody && f.typ == protowire.BytesType:
+			m.Body = f.b
+		case f.num == fieldMsgProperties && f.typ == protowire.BytesType:
+			k, val, err := decodeMapEntry(f.b)
 			if err != nil {
 				return err
 			}
@@ -152,48 +104,71 @@ func (d *Decoder) decodeMessage(b []byte, m *Message) error {
 				m.Properties = make(map[string]string, 2)
 			}
 			m.Properties[k] = val
-			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return malformed("Message", n)
-		}
-		b = b[n:]
-	}
-	return nil
+		return nil
+	})
 }
 
 // decodeMapEntry decodes a map<string, string> entry.
 func decodeMapEntry(b []byte) (key, val string, err error) {
+	err = eachField(b, "Message.properties", func(f field) error {
+		if (f.num != 1 && f.num != 2) || f.typ != protowire.BytesType {
+			return nil
+		}
+		if !utf8.Valid(f.b) {
+			return fmt.Errorf("%w: Message.properties: invalid UTF-8", ErrMalformed)
+		}
+		if f.num == 1 {
+			key = string(f.b)
+		} else {
+			val = string(f.b)
+		}
+		return nil
+	})
+	return key, val, err
+}
+
+// field is one field eachField decoded: a varint's value (v) or a
+// length-delimited field's contents (b, aliasing the message).
+type field struct {
+	num protowire.Number
+	typ protowire.Type
+	v   uint64
+	b   []byte
+}
+
+// eachField calls f with each varint and length-delimited field of the
+// message b in order, and skips fields of the other wire types as
+// protobuf-go skips unknown fields; a truncated or invalid field fails
+// with an error wrapping ErrMalformed that names the message (what).
+func eachField(b []byte, what string, f func(field) error) error {
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
-			return "", "", malformed("Message.properties", n)
+			return malformed(what, n)
 		}
 		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return "", "", malformed("Message.properties", n)
-			}
-			b = b[n:]
-			if !utf8.Valid(v) {
-				return "", "", fmt.Errorf("%w: Message.properties: invalid UTF-8", ErrMalformed)
-			}
-			if num == 1 {
-				key = string(v)
-			} else {
-				val = string(v)
-			}
+		fl := field{num: num, typ: typ}
+		switch typ {
+		case protowire.VarintType:
+			fl.v, n = protowire.ConsumeVarint(b)
+		case protowire.BytesType:
+			fl.b, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return malformed(what, n)
+		}
+		b = b[n:]
+		if typ != protowire.VarintType && typ != protowire.BytesType {
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return "", "", malformed("Message.properties", n)
+		if err := f(fl); err != nil {
+			return err
 		}
-		b = b[n:]
 	}
-	return key, val, nil
+	return nil
 }
 
 // consumeTag is protowire.ConsumeTag, also refusing field numbers over
@@ -350,89 +325,53 @@ func AppendResult(b []byte, r *Result) []byte {
 // len(b)/2 bounds what it appends. A response that protobuf-go would
 // refuse fails with an error wrapping ErrMalformed.
 func DecodeResponse(b []byte, dst []Result) ([]Result, error) {
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return dst, malformed("PutResponse", n)
+	err := eachField(b, "PutResponse", func(f field) error {
+		if f.num != fieldResponseResults || f.typ != protowire.BytesType {
+			return nil
 		}
-		b = b[n:]
-		if num == fieldResponseResults && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return dst, malformed("PutResponse.results", n)
-			}
-			b = b[n:]
-			dst = append(dst, Result{})
-			if err := decodeResult(v, &dst[len(dst)-1]); err != nil {
-				return dst, err
-			}
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return dst, malformed("PutResponse", n)
-		}
-		b = b[n:]
-	}
-	return dst, nil
+		dst = append(dst, Result{})
+		return decodeResult(f.b, &dst[len(dst)-1])
+	})
+	return dst, err
 }
 
 func decodeResult(b []byte, r *Result) error {
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return malformed("Result", n)
-		}
-		b = b[n:]
-		if typ == protowire.VarintType && num >= fieldResSequence && num <= fieldResBrokerID && num != fieldResMessage && num != fieldResMasterAPI {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return malformed("Result", n)
+	return eachField(b, "Result", func(f field) error {
+		if f.typ == protowire.BytesType {
+			if f.num != fieldResMessage && f.num != fieldResMasterAPI {
+				return nil
 			}
-			b = b[n:]
-			switch num {
-			case fieldResSequence:
-				r.Sequence = v
-			case fieldResStorage:
-				r.Storage = int32(v)
-			case fieldResStatus:
-				r.Status = int32(v)
-			case fieldResOffset:
-				r.Offset = int64(v)
-			case fieldResNextOffset:
-				r.NextOffset = int64(v)
-			case fieldResQueueOffset:
-				r.QueueOffset = int64(v)
-			case fieldResError:
-				r.Error = int32(v)
-			case fieldResEpoch:
-				r.Epoch = int32(v)
-			case fieldResBrokerID:
-				r.BrokerID = int64(v)
-			}
-			continue
-		}
-		if typ == protowire.BytesType && (num == fieldResMessage || num == fieldResMasterAPI) {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("Result", n)
-			}
-			b = b[n:]
-			if !utf8.Valid(v) {
+			if !utf8.Valid(f.b) {
 				return fmt.Errorf("%w: Result: invalid UTF-8", ErrMalformed)
 			}
-			if num == fieldResMessage {
-				r.Message = string(v)
+			if f.num == fieldResMessage {
+				r.Message = string(f.b)
 			} else {
-				r.MasterAPI = string(v)
+				r.MasterAPI = string(f.b)
 			}
-			continue
+			return nil
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return malformed("Result", n)
+		v := f.v
+		switch f.num {
+		case fieldResSequence:
+			r.Sequence = v
+		case fieldResStorage:
+			r.Storage = int32(v)
+		case fieldResStatus:
+			r.Status = int32(v)
+		case fieldResOffset:
+			r.Offset = int64(v)
+		case fieldResNextOffset:
+			r.NextOffset = int64(v)
+		case fieldResQueueOffset:
+			r.QueueOffset = int64(v)
+		case fieldResError:
+			r.Error = int32(v)
+		case fieldResEpoch:
+			r.Epoch = int32(v)
+		case fieldResBrokerID:
+			r.BrokerID = int64(v)
 		}
-		b = b[n:]
-	}
-	return nil
+		return nil
+	})
 }
