@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,8 +53,8 @@ func TestE2ECLI(t *testing.T) {
 	if code != exitError || !strings.Contains(errb, "slave") || !strings.Contains(errb, "not stored") {
 		t.Fatalf("put on the slave: exit %d: %s", code, errb)
 	}
-	// Nothing listening: exit 1.
-	code, _, errb = runCLI(t, "", "put", "--api", "http://"+ports(t, 1)[0], "x")
+	// Nothing listening within --timeout: exit 1.
+	code, _, errb = runCLI(t, "", "put", "--api", "http://"+ports(t, 1)[0], "--timeout", "300ms", "x")
 	if code != exitError || !strings.Contains(errb, "connection refused") {
 		t.Fatalf("put to nowhere: exit %d: %s", code, errb)
 	}
@@ -159,6 +160,42 @@ func readLine(rd *bufio.Reader, d time.Duration) (string, error) {
 }
 
 // TestE2EPutExitStatus: put exits 3 when a message is stored without PUT_OK.
+// TestE2EPutWaitsForStartingNode: put dials again, up to --timeout, while
+// no node accepts a connection yet (a node that is still starting, as in
+// the operators guide's controller-mode walk-through).
+func TestE2EPutWaitsForStartingNode(t *testing.T) {
+	t.Parallel()
+	pp := ports(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	put := exec.CommandContext(ctx, binPath, "--log-level", "debug", "put", "--api", "http://"+pp[0], "--timeout", "60s", "early")
+	put.Env = cleanEnv()
+	var out bytes.Buffer
+	put.Stdout = &out
+	stderr, err := put.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := put.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Start the master only once the put has been refused and says it
+	// dials again; a put that gives up exits first and fails the test.
+	var errb strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "dialing again") {
+		errb.WriteString(sc.Text() + "\n")
+	}
+	go io.Copy(io.Discard, stderr)
+	m := start(t, "master", "--log-level", "info", "master", "--data", filepath.Join(t.TempDir(), "m"),
+		"--listen", pp[0], "--ha-listen", pp[1], "--segment-size", testSegment)
+	m.api, m.ha = "http://"+pp[0], pp[1]
+	m.waitReady()
+	if err := put.Wait(); err != nil || !strings.Contains(out.String(), "PUT_OK") {
+		t.Fatalf("put before the master listened: %v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())
+	}
+}
+
 func TestE2EPutExitStatus(t *testing.T) {
 	t.Parallel()
 	m := startMaster(t, filepath.Join(t.TempDir(), "m"), "--replication", "sync", "--slave-timeout", "100ms")

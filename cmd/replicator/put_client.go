@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	producer "github.com/replicatorhq/replicator/client"
 	"github.com/replicatorhq/replicator/internal/config"
@@ -59,7 +62,7 @@ func runPutClient(ctx context.Context, e *env) int {
 		return e.failErr("put", usage(err))
 	}
 	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	p, err := producer.Dial(dctx, strings.Split(o.API, ","), append(opts, producer.WithRetryTimeout(o.Timeout), producer.WithFollowMaster(!o.NoFollow))...)
+	p, err := dialUntil(dctx, e.log, strings.Split(o.API, ","), append(opts, producer.WithRetryTimeout(o.Timeout), producer.WithFollowMaster(!o.NoFollow))...)
 	cancel()
 	if err != nil {
 		return e.failErr("put", err)
@@ -156,3 +159,27 @@ func (v urlList) Set(s string) error {
 }
 
 func (v urlList) String() string { return *v.p }
+
+// dialRetryEvery is the pause between dials while no node accepts a
+// connection.
+const dialRetryEvery = 100 * time.Millisecond
+
+// dialUntil dials addrs again while no node accepts a connection
+// (producer.ErrUnavailable: nodes that are still starting) until ctx ends,
+// as --timeout promises; any other error returns at once.
+func dialUntil(ctx context.Context, log hclog.Logger, addrs []string, opts ...producer.Option) (*producer.Producer, error) {
+	for {
+		p, err := producer.Dial(ctx, addrs, opts...)
+		if err == nil || !errors.Is(err, producer.ErrUnavailable) {
+			return p, err
+		}
+		log.Debug("no node accepts a connection yet; dialing again", "nodes", strings.Join(addrs, ","), "in", dialRetryEvery, "error", err)
+		t := time.NewTimer(dialRetryEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
