@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,8 +131,9 @@ type Client struct {
 }
 
 var (
-	_ store.Store = (*Client)(nil)
-	_ Flusher     = (*Client)(nil)
+	_ store.Store        = (*Client)(nil)
+	_ store.AppenderFrom = (*Client)(nil)
+	_ Flusher            = (*Client)(nil)
 )
 
 // Open opens the plugin's store and returns it as a store.Store. Close the
@@ -432,26 +434,42 @@ func (c *Client) AppendAt(offset int64, data []byte) (int64, error) {
 // appendAtQueued is AppendAt's queued path; ok=false: wait for the ack.
 // Called with wmu held.
 func (c *Client) appendAtQueued(offset int64, data []byte) (newMax int64, ok bool, err error) {
+	base, ok := c.queueable(offset, len(data))
+	if !ok {
+		return 0, false, nil
+	}
+	// The tail's copy is the one the op sends; it is out of Read's reach
+	// (above Bounds().Max) until proj moves below.
+	return c.queueRaw(offset, base, c.tail.copyIn(offset, data))
+}
+
+// queueable reports whether an AppendAt of n bytes at offset may be
+// queued (see AppendAt) and the start of its segment. Called with wmu held.
+func (c *Client) queueable(offset int64, n int) (base int64, ok bool) {
 	c.mu.Lock()
 	b := c.bounds
 	cur := max(b.Max, c.proj)
 	busy := c.appends > 0
 	c.mu.Unlock()
-	if busy || len(data) == 0 || b.SegmentSize <= 0 || offset != cur || cur == b.Min {
-		return 0, false, nil
+	if busy || n <= 0 || b.SegmentSize <= 0 || offset != cur || cur == b.Min {
+		return 0, false
 	}
-	base := b.SegmentStart(offset)
-	if offset-base+int64(len(data)) > b.SegmentSize {
-		return 0, false, nil // the plugin answers ErrSegmentOverflow
+	base = b.SegmentStart(offset)
+	if offset-base+int64(n) > b.SegmentSize {
+		return 0, false // the plugin answers ErrSegmentOverflow
 	}
-	// The tail's copy is the one the op sends; it is out of Read's reach
-	// (above Bounds().Max) until proj moves below.
-	own := c.tail.copyIn(offset, data)
+	return base, true
+}
+
+// queueRaw queues own, the tail's copy of an AppendAt's bytes at offset
+// (in the segment at base), and moves the max offset over it. Called with
+// wmu held.
+func (c *Client) queueRaw(offset, base int64, own []byte) (newMax int64, ok bool, err error) {
 	if err := c.app.enqueueRaw(offset, own, base, c.queuedDone); err != nil {
 		c.tail.invalidate()
 		return 0, true, err
 	}
-	newMax = offset + int64(len(data))
+	newMax = offset + int64(len(own))
 	c.mu.Lock()
 	c.proj = newMax
 	c.mu.Unlock()
@@ -480,9 +498,55 @@ func (c *Client) queuedDone(d opDone) {
 	}
 }
 
+// AppendAtFrom is AppendAt with the bytes read from r (store.AppenderFrom):
+// a slave's receive loop hands it each frame body on the socket, and the
+// bytes land in the tail block the queued op sends from (one copy less
+// than AppendAt from the loop's buffer). The tail's room is filled before
+// anything moves: if r fails, Bounds, Read and the plugin see nothing of
+// the call and the error wraps r's. When the call cannot be queued (see
+// AppendAt), the bytes are read into a buffer of their own and the plugin
+// answers, as for AppendAt.
+func (c *Client) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("storeplugin: append at %d from a reader: %d bytes", offset, n)
+	}
+	c.mu.Lock()
+	c.forgetQueues()
+	c.mu.Unlock()
+	if !c.cfg.SyncAppendAt && c.tail != nil {
+		// Held to the end, as in AppendAt: the tail's room stays this
+		// call's until commit, and a waiting AppendAt's bytes reach the
+		// tail (adopt) before the next call reserves.
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		if base, ok := c.queueable(offset, n); ok {
+			own := c.tail.reserve(offset, n)
+			if _, err := io.ReadFull(r, own); err != nil {
+				return 0, fmt.Errorf("storeplugin: append at %d: %w", offset, err)
+			}
+			newMax, _, err := c.queueRaw(offset, base, c.tail.commit(offset, own))
+			return newMax, err
+		}
+	}
+	data := make([]byte, n) // n is bounded by the caller's frame limit
+	if _, err := io.ReadFull(r, data); err != nil {
+		return 0, fmt.Errorf("storeplugin: append at %d: %w", offset, err)
+	}
+	return c.appendAtStreamOwned(offset, data)
+}
+
 func (c *Client) appendAtStream(offset int64, data []byte) (int64, error) {
+	return c.appendAtStreamOwned(offset, bytes.Clone(data))
+}
+
+// appendAtStreamOwned sends an AppendAt of data (the host's own copy) and
+// waits for the plugin's answer.
+func (c *Client) appendAtStreamOwned(offset int64, data []byte) (int64, error) {
 	raw := &storev1.RawAppend{Offset: offset}
-	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: raw}}, data: bytes.Clone(data), size: len(data) + 16, done: make(chan opDone, 1)}
+	op := &pendingOp{op: &storev1.AppendOp{Op: &storev1.AppendOp_Raw{Raw: raw}}, data: data, size: len(data) + 16, done: make(chan opDone, 1)}
 	if err := c.app.enqueue(op); err != nil {
 		return 0, err
 	}
@@ -498,7 +562,8 @@ func (c *Client) appendAtStream(offset int64, data []byte) (int64, error) {
 
 // Read returns a view of at most max bytes at offset, never crossing a
 // segment end, from the tail of the host's own appends or the read-ahead
-// cache. Views need no Release (their bytes are the host's).
+// cache. A view needs no Release to stay valid (its bytes are the host's);
+// releasing it lets the read-ahead chunk behind it be reused.
 func (c *Client) Read(offset int64, max int) (store.View, error) {
 	if err := c.check(); err != nil {
 		return store.View{}, err

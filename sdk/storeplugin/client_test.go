@@ -514,3 +514,99 @@ func TestPluginStoreFramedRefused(t *testing.T) {
 		t.Fatalf("Append after a refused framed Append: %v, want ErrCorrupt", err)
 	}
 }
+
+// brokenReader gives n bytes of b, then fails.
+type brokenReader struct {
+	b   []byte
+	n   int
+	err error
+}
+
+func (r *brokenReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, r.err
+	}
+	k := copy(p, r.b[:min(r.n, len(r.b))])
+	r.b, r.n = r.b[k:], r.n-k
+	return k, nil
+}
+
+// TestPluginStoreAppendAtFrom: a slave's AppendAtFrom (store.AppenderFrom)
+// stores what AppendAt of the same bytes stores: queued ones (read into the
+// tail, sent from there, merged with their neighbours) and ones the host
+// cannot check (the empty log, a wrong offset, a segment's end: read, then
+// answered by the plugin). A reader that fails leaves nothing visible and
+// the next call at the same offset succeeds.
+func TestPluginStoreAppendAtFrom(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		master := openClient(t, openPlain, storeplugin.ClientConfig{})
+		for i := range 300 {
+			body := bytes.Repeat([]byte{byte(i)}, 100+37*i)
+			if _, err := master.Append(context.Background(), &record.Message{Topic: "T", QueueID: int32(i % 3), Body: body}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		max := master.Bounds().Max
+		slave := openClient(t, openPlain, storeplugin.ClientConfig{SyncAppendAt: sync})
+		var app store.AppenderFrom = slave
+		failed := false
+		for off := int64(0); off < max; {
+			v, err := master.Read(off, 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(v.Data)
+			if !failed && off > 0 {
+				failed = true
+				broke := errors.New("connection reset")
+				_, err := app.AppendAtFrom(off, n, &brokenReader{b: v.Data, n: n / 2, err: broke})
+				if !errors.Is(err, broke) {
+					t.Fatalf("sync=%v: AppendAtFrom from a failing reader: %v", sync, err)
+				}
+				if b := slave.Bounds(); b.Max != off {
+					t.Fatalf("sync=%v: Max %d after a failed AppendAtFrom at %d", sync, b.Max, off)
+				}
+			}
+			got, err := app.AppendAtFrom(off, n, bytes.NewReader(v.Data))
+			if err != nil || got != off+int64(n) {
+				t.Fatalf("sync=%v: AppendAtFrom at %d: %d %v", sync, off, got, err)
+			}
+			off += int64(n)
+		}
+		if _, err := app.AppendAtFrom(max+1, 10, bytes.NewReader(make([]byte, 10))); !errors.Is(err, store.ErrOffsetMismatch) {
+			t.Fatalf("sync=%v: AppendAtFrom past the max offset: %v, want ErrOffsetMismatch", sync, err)
+		}
+		if err := slave.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(0); off < max; {
+			want, err := master.Read(off, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := slave.Read(off, len(want.Data))
+			if err != nil || len(got.Data) == 0 || !bytes.Equal(got.Data, want.Data[:len(got.Data)]) {
+				t.Fatalf("sync=%v: slave bytes at %d differ from the master's: %v", sync, off, err)
+			}
+			off += int64(len(got.Data))
+		}
+		mrecs, _, err := master.ReadMessages(0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srecs, _, err := slave.ReadMessages(0, 1000)
+		if err != nil || len(srecs) != len(mrecs) || len(srecs) != 300 {
+			t.Fatalf("sync=%v: the plugin holds %d records, want %d: %v", sync, len(srecs), len(mrecs), err)
+		}
+		for i := range srecs {
+			if !bytes.Equal(srecs[i].Body, mrecs[i].Body) || srecs[i].QueueOffset != mrecs[i].QueueOffset {
+				t.Fatalf("sync=%v: record %d differs", sync, i)
+			}
+		}
+		if st := slave.Stats(); !sync && st.Ops >= uint64(len(srecs)) {
+			t.Fatalf("sync=%v: stats %+v: queued AppendAtFrom were not merged into ops", sync, st)
+		}
+		slave.Close()
+		master.Close()
+	}
+}

@@ -38,7 +38,9 @@
 //	                   data, the records the acks brought back): no call
 //	Read elsewhere:    one chunk stream held open at the next offset ──▶ chunks
 //	                   of ChunkBytes (a ReadChannel side channel read ahead by a
-//	                   goroutine, else a gRPC ReadStream); a seek reopens it
+//	                   goroutine into pooled buffers, reused once the cache
+//	                   dropped a chunk and its views are released, else a
+//	                   gRPC ReadStream); a seek reopens it
 //	Bounds / Watch:    cached; updated from acks, Truncate answers and the
 //	                   Watch stream (at most one push per 10 ms) ◀── Watch
 //	ReadMessages, Truncate, Flush, Close: unary, after the queue is acked
@@ -66,7 +68,10 @@
 // fails every later call (the store broke the contract the host checked).
 // At most four batches of them wait unsent: beyond that AppendAt waits,
 // so a slave slows to its plugin's pace. ClientConfig.SyncAppendAt makes
-// every AppendAt wait for its ack.
+// every AppendAt wait for its ack. The Client is a store.AppenderFrom: a
+// slave's receive loop hands it each frame body as a reader over the
+// socket, and a queued AppendAtFrom reads it into the tail block the batch
+// is sent from (one copy less than AppendAt from the loop's buffer).
 //
 // # Append side channel
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
@@ -21,17 +22,103 @@ import (
 // window (ReadStream, when the plugin has no ReadChannel or side channels
 // are disabled), with no round trip per read. A read elsewhere reopens
 // the stream there. The last chunks stay in a small cache; views point
-// into chunks, which are never reused, so they need no release.
+// into chunks. A side channel's chunks come from a pool and go back to it
+// once the cache has dropped them and every view of them is released (a
+// master releases each view once its frame is written: no fresh buffer to
+// clear and fault in per chunk); a view never released keeps its chunk
+// out of the pool, so views still need no release.
 type streamReader struct {
 	c      *Client
 	mu     sync.Mutex // serializes reads; held while a chunk is awaited
 	chunks []cachedChunk
 	cur    *cursor // nil: none open
+	pool   chunkPool
 }
 
 type cachedChunk struct {
 	off  int64
 	data []byte
+	buf  *chunkBuf // nil: not from the pool (a gRPC chunk)
+}
+
+// chunkPool keeps a few released chunk buffers for the next chunks.
+type chunkPool struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// chunkPoolMax bounds the buffers a pool keeps (with 256 KiB chunks: 2 MiB).
+const chunkPoolMax = 8
+
+// get returns a buffer of n bytes, from the pool when one is large enough.
+func (p *chunkPool) get(n int) []byte {
+	p.mu.Lock()
+	for len(p.free) > 0 {
+		b := p.free[len(p.free)-1]
+		p.free[len(p.free)-1] = nil
+		p.free = p.free[:len(p.free)-1]
+		if cap(b) >= n {
+			p.mu.Unlock()
+			return b[:n]
+		}
+	}
+	p.mu.Unlock()
+	return make([]byte, n)
+}
+
+func (p *chunkPool) put(b []byte) {
+	p.mu.Lock()
+	if len(p.free) < chunkPoolMax {
+		p.free = append(p.free, b[:cap(b)])
+	}
+	p.mu.Unlock()
+}
+
+// chunkBuf is a pooled chunk's buffer: the cache holds one reference and
+// each view one more; the last one released puts it back in the pool.
+type chunkBuf struct {
+	buf  []byte
+	refs atomic.Int32
+	pool *chunkPool
+}
+
+func (c *chunkBuf) unref() {
+	if c.refs.Add(-1) == 0 {
+		c.pool.put(c.buf)
+	}
+}
+
+// viewRef is one view's reference to a pooled chunk. Releasing it twice
+// (through copies of the view) counts once.
+type viewRef struct {
+	c    *chunkBuf
+	done atomic.Bool
+}
+
+func (r *viewRef) Release() {
+	if r.done.CompareAndSwap(false, true) {
+		r.c.unref()
+	}
+}
+
+// view returns bytes [off, hi) of ch as a view holding a reference.
+func (ch cachedChunk) view(off, hi int64) store.View {
+	v := store.View{Offset: off, Data: ch.data[off-ch.off : hi-ch.off : hi-ch.off]}
+	if ch.buf != nil {
+		ch.buf.refs.Add(1)
+		v.Ref = &viewRef{c: ch.buf}
+	}
+	return v
+}
+
+// dropChunks forgets cached chunks (the cache's reference).
+func dropChunks(chunks []cachedChunk) {
+	for i := range chunks {
+		if chunks[i].buf != nil {
+			chunks[i].buf.unref()
+		}
+		chunks[i] = cachedChunk{}
+	}
 }
 
 // cursor is an open chunk stream and the offset its next chunk starts at.
@@ -43,7 +130,9 @@ type cursor struct {
 // chunkSource is one chunk stream: a ReadChannel side channel or a gRPC
 // ReadStream. Recv returns io.EOF at the end of the stream.
 type chunkSource interface {
-	Recv() (*storev1.Chunk, error)
+	// Recv returns the next chunk and, when its bytes are a pooled
+	// buffer, that buffer with one reference (the caller's).
+	Recv() (*storev1.Chunk, *chunkBuf, error)
 	Close()
 }
 
@@ -52,8 +141,11 @@ type grpcChunks struct {
 	cancel context.CancelFunc
 }
 
-func (g *grpcChunks) Recv() (*storev1.Chunk, error) { return g.rs.Recv() }
-func (g *grpcChunks) Close()                        { g.cancel() }
+func (g *grpcChunks) Recv() (*storev1.Chunk, *chunkBuf, error) {
+	c, err := g.rs.Recv()
+	return c, nil, err
+}
+func (g *grpcChunks) Close() { g.cancel() }
 
 // sideChunks reads a ReadChannel ahead of the reader: a goroutine takes up
 // to sideReadAhead chunks off the socket, so the plugin keeps writing while
@@ -61,6 +153,7 @@ func (g *grpcChunks) Close()                        { g.cancel() }
 // stretches instead of one hand-off per socket buffer).
 type sideChunks struct {
 	f    *side.FrameConn
+	pool *chunkPool
 	ch   chan chunkOrErr
 	stop chan struct{}
 	done chan struct{}
@@ -68,14 +161,15 @@ type sideChunks struct {
 
 type chunkOrErr struct {
 	c   *storev1.Chunk
+	buf []byte // from pool
 	err error
 }
 
 // sideReadAhead is how many chunks a ReadChannel reader holds ahead.
 const sideReadAhead = 16
 
-func newSideChunks(f *side.FrameConn) *sideChunks {
-	s := &sideChunks{f: f, ch: make(chan chunkOrErr, sideReadAhead), stop: make(chan struct{}), done: make(chan struct{})}
+func newSideChunks(f *side.FrameConn, pool *chunkPool) *sideChunks {
+	s := &sideChunks{f: f, pool: pool, ch: make(chan chunkOrErr, sideReadAhead), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -84,7 +178,11 @@ func (s *sideChunks) run() {
 	defer close(s.done)
 	for {
 		c := &storev1.Chunk{}
-		parts, err := s.f.ReadOwned(c)
+		var buf []byte
+		parts, err := s.f.ReadInto(c, func(n int) []byte {
+			buf = s.pool.get(n)
+			return buf
+		})
 		if err == nil {
 			if len(parts) != 1 {
 				err = fmt.Errorf("chunk at %d: %d parts: %w", c.Offset, len(parts), side.ErrBadFrame)
@@ -93,7 +191,7 @@ func (s *sideChunks) run() {
 			}
 		}
 		select {
-		case s.ch <- chunkOrErr{c, err}:
+		case s.ch <- chunkOrErr{c, buf, err}:
 		case <-s.stop:
 			return
 		}
@@ -104,15 +202,20 @@ func (s *sideChunks) run() {
 }
 
 // Recv returns the next chunk; after an error the cursor is closed.
-func (s *sideChunks) Recv() (*storev1.Chunk, error) {
+func (s *sideChunks) Recv() (*storev1.Chunk, *chunkBuf, error) {
 	r := <-s.ch
 	if r.err != nil {
 		if errors.Is(r.err, io.EOF) {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
-		return nil, fmt.Errorf("%w: %w", ErrPluginShutdown, r.err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrPluginShutdown, r.err)
 	}
-	return r.c, nil
+	var cb *chunkBuf
+	if r.buf != nil {
+		cb = &chunkBuf{buf: r.buf, pool: s.pool}
+		cb.refs.Store(1)
+	}
+	return r.c, cb, nil
 }
 
 // Close ends the stream and waits for the reading goroutine.
@@ -134,8 +237,7 @@ func (r *streamReader) lookup(off, end int64) (store.View, bool) {
 	for i := len(r.chunks) - 1; i >= 0; i-- {
 		ch := r.chunks[i]
 		if off >= ch.off && off < ch.off+int64(len(ch.data)) {
-			hi := min(end, ch.off+int64(len(ch.data)))
-			return store.View{Offset: off, Data: ch.data[off-ch.off : hi-ch.off : hi-ch.off]}, true
+			return ch.view(off, min(end, ch.off+int64(len(ch.data)))), true
 		}
 	}
 	return store.View{}, false
@@ -158,7 +260,7 @@ func (r *streamReader) read(off, end int64) (store.View, error) {
 				return store.View{}, err
 			}
 		}
-		ch, err := r.cur.rs.Recv()
+		ch, buf, err := r.cur.rs.Recv()
 		if errors.Is(err, io.EOF) {
 			r.closeCursor()
 			continue
@@ -168,16 +270,20 @@ func (r *streamReader) read(off, end int64) (store.View, error) {
 			return store.View{}, fmt.Errorf("storeplugin: read stream at %d: %w", off, r.c.fail(err))
 		}
 		if ch.Offset != off || len(ch.Data) == 0 {
+			if buf != nil {
+				buf.unref()
+			}
 			r.closeCursor()
 			return store.View{}, fmt.Errorf("storeplugin: read stream at %d sent a chunk at %d of %d bytes: %w", off, ch.Offset, len(ch.Data), store.ErrCorrupt)
 		}
 		r.cur.next = off + int64(len(ch.Data))
-		r.chunks = append(r.chunks, cachedChunk{off: off, data: ch.Data})
+		cc := cachedChunk{off: off, data: ch.Data, buf: buf}
+		r.chunks = append(r.chunks, cc)
 		if n := len(r.chunks) - streamCacheChunks; n > 0 {
+			dropChunks(r.chunks[:n])
 			r.chunks = append([]cachedChunk(nil), r.chunks[n:]...)
 		}
-		hi := min(end, r.cur.next)
-		return store.View{Offset: off, Data: ch.Data[: hi-off : hi-off]}, nil
+		return cc.view(off, min(end, r.cur.next)), nil
 	}
 	return store.View{}, fmt.Errorf("storeplugin: read stream at %d returned no data below the max offset %d: %w", off, end, store.ErrOffsetOutOfRange)
 }
@@ -196,7 +302,7 @@ func (r *streamReader) open(off int64) error {
 			return checkFrameVersion(resp.FrameVersion)
 		})
 		if err == nil {
-			r.cur = &cursor{rs: newSideChunks(f), next: off}
+			r.cur = &cursor{rs: newSideChunks(f, &r.pool), next: off}
 			return nil
 		}
 		if errors.Is(c.fail(errors.Unwrap(err)), ErrPluginShutdown) {
@@ -229,6 +335,7 @@ func (r *streamReader) closeCursor() {
 func (r *streamReader) invalidate() {
 	r.mu.Lock()
 	r.closeCursor()
+	dropChunks(r.chunks)
 	r.chunks = nil
 	r.mu.Unlock()
 }
@@ -240,8 +347,11 @@ func (r *streamReader) trim(min int64) {
 	for _, ch := range r.chunks {
 		if ch.off+int64(len(ch.data)) > min {
 			keep = append(keep, ch)
+		} else if ch.buf != nil {
+			ch.buf.unref()
 		}
 	}
+	clear(r.chunks[len(keep):])
 	r.chunks = keep
 }
 
@@ -321,6 +431,46 @@ func (t *tail) put(off int64, data []byte, own bool) []byte {
 	} else {
 		b = append(make([]byte, 0, max(tailBlockBytes, len(data))), data...)
 	}
+	t.link(off, b)
+	return b
+}
+
+// reserve returns room for n bytes at off for AppendAtFrom to fill: the
+// spare capacity of the last block when off continues it, else a new
+// block's start. Nothing is visible to read until commit. The caller holds
+// the client's wmu (one writer), so nothing else writes there meanwhile;
+// readers only see a block's filled part.
+func (t *tail) reserve(off int64, n int) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := len(t.blocks); k > 0 {
+		last := t.blocks[k-1]
+		if l := len(last.data); last.off+int64(l) == off && cap(last.data)-l >= n {
+			return last.data[l : l+n : cap(last.data)]
+		}
+	}
+	return make([]byte, n, max(tailBlockBytes, n))
+}
+
+// commit makes room from reserve, now filled, part of the tail and returns
+// it as copyIn does (capacity up to its block's end).
+func (t *tail) commit(off int64, room []byte) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := len(t.blocks); k > 0 && len(room) > 0 {
+		last := &t.blocks[k-1]
+		if l := len(last.data); last.off+int64(l) == off && cap(last.data)-l >= len(room) && &last.data[:l+1][l] == &room[0] {
+			last.data = last.data[:l+len(room)]
+			return last.data[l:]
+		}
+	}
+	t.link(off, room)
+	return room
+}
+
+// link adds b at off as the newest block and drops the oldest ones beyond
+// the limit. Called with mu held.
+func (t *tail) link(off int64, b []byte) {
 	t.blocks = append(t.blocks, tailBlock{off: off, data: b})
 	t.held += cap(b)
 	for len(t.blocks) > 1 && t.held > t.limit {
@@ -328,7 +478,6 @@ func (t *tail) put(off int64, data []byte, own bool) []byte {
 		t.blocks[0] = tailBlock{}
 		t.blocks = t.blocks[1:]
 	}
-	return b
 }
 
 // read returns bytes [off, end) or fewer, from the block that holds off.

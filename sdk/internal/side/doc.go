@@ -33,7 +33,8 @@
 // (else ErrBadFrame). The writer sends the header, the lengths and the
 // message from one buffer and the parts from the caller's slices with one
 // writev (QueueParts and Flush put several frames in one writev); the reader reads the payload straight into a buffer it reuses
-// (ReadShared) or one the caller keeps (ReadOwned). Which field of the
+// (ReadShared) or one the caller keeps (ReadOwned, or ReadInto with the
+// caller's own buffer, from a pool). Which field of the
 // message a part belongs to is the caller's convention (sdk/storeplugin:
 // part i is op i's payload in a batch, op i's stored record in an ack, and
 // a chunk's bytes).

@@ -202,19 +202,29 @@ func (f *FrameConn) Read(m proto.Message) error {
 // ReadShared receives one frame into m and returns its parts, which point
 // into a buffer the next read reuses.
 func (f *FrameConn) ReadShared(m proto.Message) ([][]byte, error) {
-	return f.read(m, false)
+	return f.read(m, nil)
 }
 
 // ReadOwned receives one frame into m and returns its parts in a buffer of
 // their own, which the caller keeps.
 func (f *FrameConn) ReadOwned(m proto.Message) ([][]byte, error) {
-	return f.read(m, true)
+	return f.read(m, func(n int) []byte { return make([]byte, n) })
+}
+
+// ReadInto is ReadOwned with the parts in a buffer from alloc, asked for
+// the frame's payload length (already checked against the bound) once the
+// frame's lengths add up; it returns at least that many bytes (a buffer
+// from a pool the caller keeps).
+func (f *FrameConn) ReadInto(m proto.Message, alloc func(n int) []byte) ([][]byte, error) {
+	return f.read(m, alloc)
 }
 
 // read reads one frame: every length is checked against the frame's
-// length, and that against the bound, before anything is allocated. io.EOF
-// means the peer ended the stream cleanly on a frame boundary.
-func (f *FrameConn) read(m proto.Message, owned bool) ([][]byte, error) {
+// length, and that against the bound, before anything is allocated. The
+// payload goes into a buffer from alloc (nil: pbuf, reused). io.EOF means
+// the peer ended the stream cleanly on a frame boundary.
+func (f *FrameConn) read(m proto.Message, alloc func(n int) []byte) ([][]byte, error) {
+	owned := alloc != nil
 	var h [FrameHeader]byte
 	if _, err := io.ReadFull(f.r, h[:]); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -255,7 +265,7 @@ func (f *FrameConn) read(m proto.Message, owned bool) ([][]byte, error) {
 	switch {
 	case payload == 0:
 	case owned:
-		p = make([]byte, payload)
+		p = alloc(int(payload))[:payload]
 	default:
 		if uint64(cap(f.pbuf)) < payload {
 			f.pbuf = make([]byte, payload)

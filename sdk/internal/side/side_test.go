@@ -357,3 +357,34 @@ func TestPluginSideQueuedFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginSideReadInto: ReadInto asks for the frame's payload length
+// only once its lengths add up (never for a malformed frame) and returns
+// the parts in the buffer it was given.
+func TestPluginSideReadInto(t *testing.T) {
+	data, err := side.AppendFrame(nil, &storev1.Chunk{Offset: 7}, [][]byte{[]byte("abc"), []byte("de")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	asked := -1
+	var c storev1.Chunk
+	parts, err := side.NewFrameReader(bytes.NewReader(data), maxFrame).ReadInto(&c, func(n int) []byte {
+		asked = n
+		return buf
+	})
+	if err != nil || asked != 5 || c.Offset != 7 || len(parts) != 2 || string(parts[0]) != "abc" || string(parts[1]) != "de" {
+		t.Fatalf("ReadInto: asked %d, parts %q, %v", asked, parts, err)
+	}
+	if &parts[0][0] != &buf[0] || &parts[1][0] != &buf[3] {
+		t.Fatal("the parts are not in the given buffer")
+	}
+	bad := append([]byte{0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}, 'x')
+	_, err = side.NewFrameReader(bytes.NewReader(bad), maxFrame).ReadInto(&c, func(n int) []byte {
+		t.Errorf("asked for %d bytes for a malformed frame", n)
+		return make([]byte, n)
+	})
+	if !errors.Is(err, side.ErrBadFrame) {
+		t.Fatalf("malformed frame: %v", err)
+	}
+}

@@ -50,7 +50,7 @@ func benchCatchUpSize(b *testing.B) int64 {
 var benchModes = []string{"builtin", "external", "external-mtls"}
 
 // pluginPath links the test binary as replicator-store-commitlog.
-func pluginPath(b *testing.B) string {
+func pluginPath(b testing.TB) string {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +63,7 @@ func pluginPath(b *testing.B) string {
 }
 
 // openMode opens a commit log in dir, builtin or through a plugin process.
-func openMode(b *testing.B, mode, plugin, dir string) store.Store {
+func openMode(b testing.TB, mode, plugin, dir string) store.Store {
 	b.Helper()
 	if mode == "builtin" {
 		o := commitlog.DefaultOptions()
@@ -210,7 +210,8 @@ func BenchmarkPluginSyncPut(b *testing.B) {
 
 // benchClientConfig is the default client configuration, with
 // REPLICATOR_BENCH_INFLIGHT overriding MaxInFlight and
-// REPLICATOR_BENCH_CHUNK ChunkBytes (for tuning runs).
+// REPLICATOR_BENCH_CHUNK ChunkBytes and REPLICATOR_BENCH_BATCH BatchBytes
+// (for tuning runs).
 func benchClientConfig() storeplugin.ClientConfig {
 	// As the daemon opens it (internal/pluginhost, async flush): framed
 	// Appends; REPLICATOR_BENCH_FRAME=0 makes every Append wait for the plugin.
@@ -220,6 +221,9 @@ func benchClientConfig() storeplugin.ClientConfig {
 	}
 	if v, err := strconv.Atoi(os.Getenv("REPLICATOR_BENCH_CHUNK")); err == nil {
 		cfg.ChunkBytes = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("REPLICATOR_BENCH_BATCH")); err == nil {
+		cfg.BatchBytes = v
 	}
 	return cfg
 }
