@@ -393,6 +393,18 @@ func (c *Client) appendAnswered(key queueKey, d opDone) {
 	c.maxFramed = max(c.maxFramed, int(r.Size))
 }
 
+// startRaw begins an AppendAt or AppendAtFrom: the client must be usable,
+// and the learnt queue offsets go (see forgetQueues).
+func (c *Client) startRaw() error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.forgetQueues()
+	c.mu.Unlock()
+	return nil
+}
+
 // forgetQueues drops the learnt queue offsets: the log now holds bytes
 // that did not come through Append (AppendAt) or lost some (Truncate).
 // Called with mu held.
@@ -415,12 +427,9 @@ func (c *Client) forgetQueues() {
 // call fail with its error. Otherwise, or with SyncAppendAt, AppendAt waits
 // for the plugin's answer.
 func (c *Client) AppendAt(offset int64, data []byte) (int64, error) {
-	if err := c.check(); err != nil {
+	if err := c.startRaw(); err != nil {
 		return 0, err
 	}
-	c.mu.Lock()
-	c.forgetQueues()
-	c.mu.Unlock()
 	if !c.cfg.SyncAppendAt && c.tail != nil {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
@@ -507,15 +516,12 @@ func (c *Client) queuedDone(d opDone) {
 // AppendAt), the bytes are read into a buffer of their own and the plugin
 // answers, as for AppendAt.
 func (c *Client) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
-	if err := c.check(); err != nil {
-		return 0, err
-	}
 	if n < 0 {
 		return 0, fmt.Errorf("storeplugin: append at %d from a reader: %d bytes", offset, n)
 	}
-	c.mu.Lock()
-	c.forgetQueues()
-	c.mu.Unlock()
+	if err := c.startRaw(); err != nil {
+		return 0, err
+	}
 	if !c.cfg.SyncAppendAt && c.tail != nil {
 		// Held to the end, as in AppendAt: the tail's room stays this
 		// call's until commit, and a waiting AppendAt's bytes reach the
