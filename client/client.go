@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -316,7 +317,20 @@ func (p *Producer) probe(ctx context.Context) error {
 		}
 		errs = append(errs, err)
 	}
+	if refusedAll(errs) {
+		return fmt.Errorf("client: no node answered: %w: %w: %w", ErrUnavailable, ErrNoListener, errors.Join(errs...))
+	}
 	return fmt.Errorf("client: no node answered: %w: %w", ErrUnavailable, errors.Join(errs...))
+}
+
+// refusedAll reports whether every error is a refused connection.
+func refusedAll(errs []error) bool {
+	for _, err := range errs {
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // probeTimeout bounds the wait for a TLS server's first bytes.

@@ -234,7 +234,7 @@ func TestConnectionRefused(t *testing.T) {
 	dead := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := client.Dial(ctx, []string{dead}); !errors.Is(err, client.ErrUnavailable) {
+	if _, err := client.Dial(ctx, []string{dead}); !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, client.ErrNoListener) {
 		t.Fatalf("Dial of a dead address: %v", err)
 	}
 	if _, err := client.Dial(ctx, []string{"ftp://x:1"}); err == nil {

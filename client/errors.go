@@ -42,6 +42,10 @@ var (
 	// ErrUnavailable: no node could be reached within the retry timeout, or
 	// the connection failed after the message was sent.
 	ErrUnavailable = errors.New("node unavailable")
+	// ErrNoListener matches a Dial error when every address refused the
+	// connection: nothing listens there yet (a node still starting). It
+	// also matches ErrUnavailable.
+	ErrNoListener = errors.New("no node listens")
 	// ErrFenced: the master was fenced or demoted while the put waited for
 	// its slaves; the message is stored on that node but may be cut.
 	ErrFenced = errors.New("master fenced")

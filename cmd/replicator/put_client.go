@@ -164,16 +164,17 @@ func (v urlList) String() string { return *v.p }
 // connection.
 const dialRetryEvery = 100 * time.Millisecond
 
-// dialUntil dials addrs again while no node accepts a connection
-// (producer.ErrUnavailable: nodes that are still starting) until ctx ends,
-// as --timeout promises; any other error returns at once.
+// dialUntil dials addrs again while every one refuses the connection
+// (producer.ErrNoListener: nodes that are still starting) until ctx ends,
+// as --timeout promises; any other error (TLS, a bad address) returns at
+// once, and so does the last refusal when ctx ends.
 func dialUntil(ctx context.Context, log hclog.Logger, addrs []string, opts ...producer.Option) (*producer.Producer, error) {
 	for {
 		p, err := producer.Dial(ctx, addrs, opts...)
-		if err == nil || !errors.Is(err, producer.ErrUnavailable) {
+		if err == nil || !errors.Is(err, producer.ErrNoListener) {
 			return p, err
 		}
-		log.Debug("no node accepts a connection yet; dialing again", "nodes", strings.Join(addrs, ","), "in", dialRetryEvery, "error", err)
+		log.Debug("no node listens yet; dialing again", "nodes", strings.Join(addrs, ","), "in", dialRetryEvery, "error", err)
 		t := time.NewTimer(dialRetryEvery)
 		select {
 		case <-ctx.Done():
