@@ -82,13 +82,7 @@ func TestClosesIdleStream(t *testing.T) {
 		t.Fatalf("%v streams open, want 1", n)
 	}
 	fire <- time.Now()
-	deadline := time.Now().Add(10 * time.Second)
-	for metricValue(t, master, "replicator_stream_active_streams") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle stream did not end")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitStreamsEnded(t, master)
 	if n := metricValue(t, master, "replicator_stream_errors_total"); n != 0 {
 		t.Fatalf("the node counted %v stream errors: the stream must end cleanly, closed by the producer", n)
 	}
@@ -146,14 +140,21 @@ func TestIdleTimerCountsDirectSends(t *testing.T) {
 		t.Fatalf("%v streams open after the timer fired behind a batch, want 1", n)
 	}
 	fire <- time.Now()
+	waitStreamsEnded(t, master)
+	if n := metricValue(t, master, "replicator_stream_messages_total"); n != 2 {
+		t.Fatalf("%v messages answered, want 2", n)
+	}
+}
+
+// waitStreamsEnded waits until the node counts no open stream (the
+// node's side of a stream the producer closed).
+func waitStreamsEnded(t *testing.T, master *node.Node) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for metricValue(t, master, "replicator_stream_active_streams") != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the idle stream did not end")
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	if n := metricValue(t, master, "replicator_stream_messages_total"); n != 2 {
-		t.Fatalf("%v messages answered, want 2", n)
 	}
 }

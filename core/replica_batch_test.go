@@ -6,7 +6,6 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/replicatorhq/replicator/sdk/record"
@@ -19,12 +18,8 @@ import (
 // ErrClosed; an empty batch answers nothing.
 func TestReplicaPutBatchRoles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := newPipeTransport()
-		reg := prometheus.NewRegistry()
-		ast, bst := newMemStore(1<<20), newMemStore(1<<20)
-		a := newTestReplica(t, ast, tr, testEpochs(t), 1, "a:1", reg)
+		reg, ast, bst, a, b := newReplicaPair(t)
 		defer a.Close()
-		b := newTestReplica(t, bst, tr, testEpochs(t), 2, "b:1", prometheus.NewRegistry())
 		defer b.Close()
 		batch := func() []*record.Message { return []*record.Message{testMsg(10), testMsg(20), testMsg(30)} }
 		ctx := context.Background()

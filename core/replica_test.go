@@ -13,6 +13,18 @@ import (
 	"github.com/replicatorhq/replicator/core/epoch"
 )
 
+// newReplicaPair is two replicas without a role on one pipe transport:
+// a (broker 1, "a:1", counting in reg) and b (broker 2, "b:1"), on their
+// own stores ast and bst; the caller closes them.
+func newReplicaPair(t *testing.T) (reg *prometheus.Registry, ast, bst *memStore, a, b *Replica) {
+	tr := newPipeTransport()
+	reg = prometheus.NewRegistry()
+	ast, bst = newMemStore(1<<20), newMemStore(1<<20)
+	a = newTestReplica(t, ast, tr, testEpochs(t), 1, "a:1", reg)
+	b = newTestReplica(t, bst, tr, testEpochs(t), 2, "b:1", prometheus.NewRegistry())
+	return reg, ast, bst, a, b
+}
+
 func newTestReplica(t *testing.T, st *memStore, tr *pipeTransport, ep *epoch.File, id int64, addr string, reg prometheus.Registerer) *Replica {
 	t.Helper()
 	log, _ := newTestLogger(t)
@@ -43,12 +55,8 @@ func follow(t *testing.T, r *Replica, addr string) <-chan struct{} {
 // one registry.
 func TestReplicaRoleChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := newPipeTransport()
-		reg := prometheus.NewRegistry()
-		ast, bst := newMemStore(1<<20), newMemStore(1<<20)
-		a := newTestReplica(t, ast, tr, testEpochs(t), 1, "a:1", reg)
+		reg, ast, bst, a, b := newReplicaPair(t)
 		defer a.Close()
-		b := newTestReplica(t, bst, tr, testEpochs(t), 2, "b:1", prometheus.NewRegistry())
 		defer b.Close()
 		if _, err := a.Put(context.Background(), testMsg(10)); !errors.Is(err, ErrNotMaster) {
 			t.Fatalf("put without a role: %v", err)

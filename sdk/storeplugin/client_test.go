@@ -286,6 +286,19 @@ func (f failingStore) AppendAt(offset int64, data []byte) (int64, error) {
 	}
 }
 
+// openFailingClient opens a client with cfg on a plain plugin store wrapped
+// in failingStore (armed makes it refuse).
+func openFailingClient(t *testing.T, armed chan struct{}, cfg storeplugin.ClientConfig) *storeplugin.Client {
+	t.Helper()
+	return openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
+		st, err := openPlain(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return failingStore{st, armed}, nil
+	}, cfg)
+}
+
 // TestPluginStoreQueuedAppendAt: an AppendAt the host can check returns
 // before the plugin acks (Bounds and Read see it at once); a refusal then
 // fails every later call, sticky. One the host cannot check (an empty log)
@@ -294,13 +307,7 @@ func (f failingStore) AppendAt(offset int64, data []byte) (int64, error) {
 func TestPluginStoreQueuedAppendAt(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		armed := make(chan struct{})
-		cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
-			st, err := openPlain(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			return failingStore{st, armed}, nil
-		}, storeplugin.ClientConfig{SyncAppendAt: sync})
+		cl := openFailingClient(t, armed, storeplugin.ClientConfig{SyncAppendAt: sync})
 		data := bytes.Repeat([]byte{7}, 1000)
 		if max, err := cl.AppendAt(0, data); err != nil || max != 1000 { // empty log: waits
 			t.Fatalf("sync=%v: first AppendAt: %d %v", sync, max, err)
@@ -489,13 +496,7 @@ func TestPluginStoreFramedConcurrent(t *testing.T) {
 // every later call fail, as a refused queued AppendAt does.
 func TestPluginStoreFramedRefused(t *testing.T) {
 	armed := make(chan struct{})
-	cl := openClient(t, func(ctx context.Context, req storeplugin.OpenRequest) (store.Store, error) {
-		st, err := openPlain(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return failingStore{st, armed}, nil
-	}, storeplugin.ClientConfig{FrameAppends: true})
+	cl := openFailingClient(t, armed, storeplugin.ClientConfig{FrameAppends: true})
 	defer cl.Close()
 	msg := &record.Message{Topic: "T", Body: []byte("x")}
 	for range 2 {
