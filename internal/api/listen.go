@@ -46,7 +46,6 @@ type Port struct {
 	tls   bool
 	// grpcDone is closed when grpc.Server.Serve returned.
 	grpcDone chan struct{}
-	stopOnce sync.Once
 }
 
 // NewPort returns the API port of s within l: with tlsCfg, TLS (ALPN

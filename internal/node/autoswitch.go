@@ -15,14 +15,6 @@ import (
 	"github.com/replicatorhq/replicator/transport"
 )
 
-// roleName is the role-file name of a core role.
-func roleName(r core.Role) string {
-	if r == core.Slave {
-		return RoleSlave
-	}
-	return RoleMaster
-}
-
 // checkRoleHistory reads DATA/role, refuses a classic slave on a directory
 // that last ran as a master (unless AllowDivergedRejoin, or the log is
 // empty: nothing can have diverged), and settles the broker id: the

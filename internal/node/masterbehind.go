@@ -30,7 +30,6 @@ type behindCheck struct {
 	interval time.Duration
 	client   *http.Client
 	url      string // the master's GET /v1/status
-	gauge    prometheus.Gauge
 
 	// Owned by the check goroutine.
 	lastMax int64
