@@ -51,13 +51,18 @@ type appender struct {
 	cond  *sync.Cond // room in the queue, acks, the end of a send (wake)
 	scond *sync.Cond // the sender goroutine: work to send (wake)
 
-	queue    []*pendingOp
-	queued   int           // bytes of the queue
-	cur      *appendStream // nil: open one for the next batch
-	nextSeq  uint64
-	closed   bool
-	sending  bool // a goroutine is in Send (the sender or an inline caller)
-	senderWG sync.WaitGroup
+	queue   []*pendingOp
+	queued  int           // bytes of the queue
+	cur     *appendStream // nil: open one for the next batch
+	nextSeq uint64
+	closed  bool
+	sending bool // a goroutine is in Send (the sender or an inline caller)
+	// finishing counts acked batches whose ops' answers are being
+	// delivered (outside mu): drain waits for them, so that what an
+	// answer records (a refused queued AppendAt's error) is there when
+	// drain returns.
+	finishing int
+	senderWG  sync.WaitGroup
 
 	batches, ops uint64 // sent, for Stats
 }
@@ -255,6 +260,7 @@ func (a *appender) recvLoop(st *appendStream) {
 				b := st.inflight[0]
 				st.inflight = st.inflight[1:]
 				st.unacked -= b.bytes
+				a.finishing++
 				a.wake()
 				a.mu.Unlock()
 				// Bounds and the tail first: once an append returns,
@@ -266,6 +272,10 @@ func (a *appender) recvLoop(st *appendStream) {
 				for i, op := range b.ops {
 					op.finish(opDone{res: ack.Results[i]})
 				}
+				a.mu.Lock()
+				a.finishing--
+				a.cond.Broadcast()
+				a.mu.Unlock()
 				continue
 			}
 		}
@@ -288,11 +298,12 @@ func (a *appender) recvLoop(st *appendStream) {
 	}
 }
 
-// drain waits until every queued append has been sent and acked (or failed).
+// drain waits until every queued append has been sent and acked (or failed)
+// and the acked ones' answers are delivered.
 func (a *appender) drain() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for len(a.queue) > 0 || (a.cur != nil && len(a.cur.inflight) > 0) {
+	for len(a.queue) > 0 || (a.cur != nil && len(a.cur.inflight) > 0) || a.finishing > 0 {
 		a.cond.Wait()
 	}
 }
