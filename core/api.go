@@ -85,6 +85,18 @@ var (
 	ErrAlreadyStarted      = errors.New("replicator: already started")
 )
 
+// startable is the check Start begins with (Master, SlaveNode): a closed
+// component cannot start, a started one not again.
+func startable(closed, started bool) error {
+	switch {
+	case closed:
+		return ErrClosed
+	case started:
+		return ErrAlreadyStarted
+	}
+	return nil
+}
+
 // SlaveInfo is a master's view of one connected slave.
 type SlaveInfo struct {
 	Addr          string

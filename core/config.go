@@ -96,30 +96,16 @@ func DefaultMasterConfig() MasterConfig {
 // withDefaults fills zero values with the defaults.
 func (c MasterConfig) withDefaults() MasterConfig {
 	d := DefaultMasterConfig()
-	if c.MaxTimeSlaveNotCatchup == 0 {
-		c.MaxTimeSlaveNotCatchup = DefaultMaxTimeSlaveNotCatchup
-	}
-	if c.CheckSyncStateSetPeriod == 0 {
-		c.CheckSyncStateSetPeriod = DefaultCheckSyncStateSetPeriod
-	}
+	setDefault(&c.MaxTimeSlaveNotCatchup, DefaultMaxTimeSlaveNotCatchup)
+	setDefault(&c.CheckSyncStateSetPeriod, DefaultCheckSyncStateSetPeriod)
 	if c.SyncAcks == 0 && c.Protocol == ProtocolClassic {
 		c.SyncAcks = d.SyncAcks
 	}
-	if c.SlaveTimeout == 0 {
-		c.SlaveTimeout = d.SlaveTimeout
-	}
-	if c.SlaveFallBehindMax == 0 {
-		c.SlaveFallBehindMax = d.SlaveFallBehindMax
-	}
-	if c.TransferBatchSize == 0 {
-		c.TransferBatchSize = d.TransferBatchSize
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = d.HeartbeatInterval
-	}
-	if c.HousekeepingInterval == 0 {
-		c.HousekeepingInterval = d.HousekeepingInterval
-	}
+	setDefault(&c.SlaveTimeout, d.SlaveTimeout)
+	setDefault(&c.SlaveFallBehindMax, d.SlaveFallBehindMax)
+	setDefault(&c.TransferBatchSize, d.TransferBatchSize)
+	setDefault(&c.HeartbeatInterval, d.HeartbeatInterval)
+	setDefault(&c.HousekeepingInterval, d.HousekeepingInterval)
 	return c
 }
 
@@ -160,6 +146,46 @@ func (c MasterConfig) Validate() error {
 		return fmt.Errorf("%w: HousekeepingInterval %v < 0", ErrInvalidConfig, c.HousekeepingInterval)
 	}
 	return nil
+}
+
+// setDefault sets *v to d when *v is zero (withDefaults).
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// prepare is how NewMaster and NewSlave begin: the store and transport
+// present (deps), cfg valid and with its defaults, a logger named role (a
+// null logger for nil) and the role's metrics registered on reg.
+func prepare[C interface {
+	Validate() error
+	withDefaults() C
+}, M any](deps bool, cfg C, role string, logger hclog.Logger, reg prometheus.Registerer, newMetrics func(prometheus.Registerer) (M, error)) (C, hclog.Logger, M, error) {
+	var met M
+	if !deps {
+		return cfg, nil, met, fmt.Errorf("%w: nil store or transport", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, met, err
+	}
+	cfg = cfg.withDefaults()
+	log, met, err := observe(role, logger, reg, newMetrics)
+	return cfg, log, met, err
+}
+
+// observe returns logger (a null logger for nil) named role and the role's
+// metrics registered on reg (NewMaster, NewSlave, NewReplica).
+func observe[M any](role string, logger hclog.Logger, reg prometheus.Registerer, newMetrics func(prometheus.Registerer) (M, error)) (hclog.Logger, M, error) {
+	met, err := newMetrics(reg)
+	if err != nil {
+		return nil, met, fmt.Errorf("replicator: %s metrics: %w", role, err)
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return logger.Named(role), met, nil
 }
 
 // SlaveConfig configures a Slave HA client. Zero values take RocketMQ's
@@ -203,18 +229,10 @@ func DefaultSlaveConfig() SlaveConfig {
 
 func (c SlaveConfig) withDefaults() SlaveConfig {
 	d := DefaultSlaveConfig()
-	if c.ReportInterval == 0 {
-		c.ReportInterval = d.ReportInterval
-	}
-	if c.HousekeepingInterval == 0 {
-		c.HousekeepingInterval = d.HousekeepingInterval
-	}
-	if c.ReconnectDelay == 0 {
-		c.ReconnectDelay = d.ReconnectDelay
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = d.ConnectTimeout
-	}
+	setDefault(&c.ReportInterval, d.ReportInterval)
+	setDefault(&c.HousekeepingInterval, d.HousekeepingInterval)
+	setDefault(&c.ReconnectDelay, d.ReconnectDelay)
+	setDefault(&c.ConnectTimeout, d.ConnectTimeout)
 	if c.MaxFrameBody == 0 {
 		c.MaxFrameBody = d.MaxFrameBody
 		if c.Protocol == ProtocolAutoSwitch {

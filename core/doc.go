@@ -103,11 +103,11 @@
 // connection has a file descriptor (plain TCP on Linux), the slave hands
 // each frame body to the store as a reader over the socket
 // (transport.DirectReader or AutoSwitchDirectReader over a
-// transport.ConnReader; the commitlog store reads it into its own buffer
-// and writes it with pwrite), and reports when the socket runs dry —
+// transport.ConnReader; the commitlog store writes each body with pwrite
+// straight from the read-ahead ring: transport.DirectReader.View), and reports when the socket runs dry —
 // everything received is applied — and at least every 1 MiB. On such a
 // connection the ConnReader reads the socket ahead of the loop, on a
-// goroutine of its own, into a ring of four 256 KiB buffers
+// goroutine of its own, into a ring of four 1 MiB buffers
 // (ConnReader.StartReadAhead), so that the next frames arrive while the
 // loop writes this one to the store: the socket copy and the store's
 // write run on both cores (docs/benchmarks.md, catch-up). The bytes on the wire

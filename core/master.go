@@ -73,20 +73,9 @@ type Master struct {
 
 // NewMaster returns a master over st that listens with tr. Start begins serving.
 func NewMaster(st store.Store, tr transport.Transport, cfg MasterConfig) (*Master, error) {
-	if st == nil || tr == nil {
-		return nil, fmt.Errorf("%w: nil store or transport", ErrInvalidConfig)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	log := cfg.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	met, err := newMasterMetrics(cfg.Registerer)
+	cfg, log, met, err := prepare(st != nil && tr != nil, cfg, "master", cfg.Logger, cfg.Registerer, newMasterMetrics)
 	if err != nil {
-		return nil, fmt.Errorf("replicator: master metrics: %w", err)
+		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Master{
@@ -95,7 +84,7 @@ func NewMaster(st store.Store, tr transport.Transport, cfg MasterConfig) (*Maste
 		st:      st,
 		tr:      tr,
 		cfg:     cfg,
-		log:     log.Named("master"),
+		log:     log,
 		met:     met,
 		closing: make(chan struct{}),
 		fenceCh: make(chan struct{}),
@@ -125,11 +114,8 @@ func NewMaster(st store.Store, tr transport.Transport, cfg MasterConfig) (*Maste
 func (m *Master) Start() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch {
-	case m.closed:
-		return ErrClosed
-	case m.started:
-		return ErrAlreadyStarted
+	if err := startable(m.closed, m.started); err != nil {
+		return err
 	}
 	ln, err := m.tr.Listen(m.cfg.ListenAddr)
 	if err != nil {

@@ -51,10 +51,10 @@ func (ss *slaveSession) newReceiver() receiver {
 	switch {
 	case direct && as:
 		r := transport.NewAutoSwitchDirectReader(ss.cr, s.cfg.MaxFrameBody)
-		return &asDirectRx{app: app, r: r, br: bodyReader{r: r}}
+		return &asDirectRx{app: app, r: r, br: newBodyReader(r, r.Views())}
 	case direct:
 		r := transport.NewDirectReader(ss.cr, s.cfg.MaxFrameBody)
-		return &classicDirectRx{app: app, r: r, br: bodyReader{r: r}}
+		return &classicDirectRx{app: app, r: r, br: newBodyReader(r, r.Views())}
 	case as:
 		return &asBufRx{r: transport.NewMasterFrameReader(ss.cr, s.cfg.MaxFrameBody)}
 	}
@@ -94,7 +94,42 @@ const reportEvery = 1 << 20
 // the store takes it as an io.Reader).
 type bodyReader struct {
 	r   io.Reader
+	v   bodyViewer // r's views, nil when r copies only
 	err error
+}
+
+// bodyViewer is a direct reader's body: Read copies, View hands out the
+// reader's own memory (transport.DirectReader.View, on a ConnReader
+// reading ahead).
+type bodyViewer interface {
+	io.Reader
+	View(max int) ([]byte, error)
+}
+
+// newBodyReader returns the body reader of a direct receiver reading r;
+// views is r's Views().
+func newBodyReader(r bodyViewer, views bool) bodyReader {
+	br := bodyReader{r: r}
+	if views {
+		br.v = r
+	}
+	return br
+}
+
+// viewBody is a bodyReader whose bytes the store may take as views, with
+// View, instead of copying them with Read: commitlog's AppendAtFrom then
+// writes the read-ahead ring's bytes to the segment file directly.
+type viewBody bodyReader
+
+func (b *viewBody) Read(p []byte) (int, error) { return (*bodyReader)(b).Read(p) }
+
+// View returns the next 1..max body bytes, valid until the next read.
+func (b *viewBody) View(max int) ([]byte, error) {
+	v, err := b.v.View(max)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return v, err
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
@@ -113,7 +148,11 @@ func (e bodyErr) Unwrap() error { return e.error }
 
 func directAppend(app store.AppenderFrom, br *bodyReader, f *rxFrame) (int64, error) {
 	br.err = nil
-	n, err := app.AppendAtFrom(f.th.Offset, int(f.th.Size), br)
+	var r io.Reader = br
+	if br.v != nil {
+		r = (*viewBody)(br)
+	}
+	n, err := app.AppendAtFrom(f.th.Offset, int(f.th.Size), r)
 	if err != nil && br.err != nil {
 		return n, bodyErr{br.err}
 	}

@@ -94,15 +94,11 @@ func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	if cfg.Master.ListenAddr == "" {
 		return nil, fmt.Errorf("%w: replica Master.ListenAddr is empty", ErrInvalidConfig)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	cut, err := newTruncatedCounter(cfg.Registerer)
+	log, cut, err := observe("replica", cfg.Logger, cfg.Registerer, newTruncatedCounter)
 	if err != nil {
-		return nil, fmt.Errorf("replicator: replica metrics: %w", err)
+		return nil, err
 	}
-	return &Replica{cfg: cfg, log: log.Named("replica"), cut: cut}, nil
+	return &Replica{cfg: cfg, log: log, cut: cut}, nil
 }
 
 // BecomeMaster makes the replica the master of epoch (0: the last epoch +
@@ -160,11 +156,7 @@ func (r *Replica) BecomeMaster(ep int32) (int32, error) {
 		return 0, fmt.Errorf("replicator: become master of epoch %d: %w", ep, err)
 	}
 	mc := r.cfg.Master
-	mc.Protocol = ProtocolAutoSwitch
-	mc.Epochs = r.cfg.Epochs
-	mc.BrokerID = r.cfg.BrokerID
-	mc.Logger = r.cfg.Logger
-	mc.Registerer = r.cfg.Registerer
+	mc.Protocol, mc.Epochs, mc.BrokerID, mc.Logger, mc.Registerer = r.roleConfig()
 	m, err := NewMaster(r.cfg.Store, r.cfg.Transport, mc)
 	if err != nil {
 		return 0, err
@@ -175,6 +167,13 @@ func (r *Replica) BecomeMaster(ep int32) (int32, error) {
 	r.master = m
 	r.log.Info("became master", "epoch", ep, "epoch_start", start, "max_offset", b.Max, "addr", m.Addr())
 	return ep, nil
+}
+
+// roleConfig is what the replica sets in the configuration of each role it
+// takes (Master, SlaveNode): the autoswitch protocol, its epoch file, broker
+// id, logger and registerer.
+func (r *Replica) roleConfig() (Protocol, *epoch.File, int64, hclog.Logger, prometheus.Registerer) {
+	return ProtocolAutoSwitch, r.cfg.Epochs, r.cfg.BrokerID, r.cfg.Logger, r.cfg.Registerer
 }
 
 // cutPartialRecord cuts the record the log ends inside of, if any: a
@@ -242,11 +241,7 @@ func (r *Replica) BecomeSlave(masterAddr string) error {
 	}
 	sc := r.cfg.Slave
 	sc.MasterAddr = masterAddr
-	sc.Protocol = ProtocolAutoSwitch
-	sc.Epochs = r.cfg.Epochs
-	sc.BrokerID = r.cfg.BrokerID
-	sc.Logger = r.cfg.Logger
-	sc.Registerer = r.cfg.Registerer
+	sc.Protocol, sc.Epochs, sc.BrokerID, sc.Logger, sc.Registerer = r.roleConfig()
 	s, err := NewSlave(r.cfg.Store, r.cfg.Transport, sc)
 	if err != nil {
 		return err

@@ -71,27 +71,16 @@ type SlaveNode struct {
 
 // NewSlave returns a slave HA client over st. Start begins replicating.
 func NewSlave(st store.Log, tr transport.Transport, cfg SlaveConfig) (*SlaveNode, error) {
-	if st == nil || tr == nil {
-		return nil, fmt.Errorf("%w: nil store or transport", ErrInvalidConfig)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	log := cfg.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	met, err := newSlaveMetrics(cfg.Registerer)
+	cfg, log, met, err := prepare(st != nil && tr != nil, cfg, "slave", cfg.Logger, cfg.Registerer, newSlaveMetrics)
 	if err != nil {
-		return nil, fmt.Errorf("replicator: slave metrics: %w", err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &SlaveNode{
 		st:     st,
 		tr:     tr,
 		cfg:    cfg,
-		log:    log.Named("slave").With("master", cfg.MasterAddr),
+		log:    log.With("master", cfg.MasterAddr),
 		met:    met,
 		ctx:    ctx,
 		cancel: cancel,
@@ -107,11 +96,8 @@ func NewSlave(st store.Log, tr transport.Transport, cfg SlaveConfig) (*SlaveNode
 func (s *SlaveNode) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		return ErrClosed
-	case s.started:
-		return ErrAlreadyStarted
+	if err := startable(s.closed, s.started); err != nil {
+		return err
 	}
 	s.started = true
 	s.wg.Add(1)

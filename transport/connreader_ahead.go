@@ -8,23 +8,31 @@ import (
 // Read-ahead: a ConnReader with a file descriptor can read the socket on a
 // goroutine of its own, into a ring of buffers, while its caller works on
 // what was read before (a slave writes frame k to its store while frame
-// k+1 arrives). The caller's reads copy out of the ring. Arm keeps its
-// meaning: an armed read with nothing in the ring returns ErrWouldBlock
-// once the socket is empty.
+// k+1 arrives). The caller's reads copy out of the ring, or take views of
+// it (View: a slave's store writes the bodies from the ring). Arm keeps
+// its meaning: an armed read with nothing in the ring returns
+// ErrWouldBlock once the socket is empty.
 //
 // The goroutine runs only while the socket holds a backlog. It is started
-// when a read by the caller fills a whole ring buffer (the kernel held at
-// least aheadSize bytes: a catch-up), and it pauses, handing the socket
+// when a read by the caller returns at least aheadStart bytes (the kernel
+// held that much: a catch-up), and it pauses, handing the socket
 // back to the caller, as soon as it finds the socket empty. A link that
 // carries small frames as they are produced (sync replication) is then
 // read by the caller directly, without a goroutine hand-off per frame,
 // which cost a third of a sync slave's CPU per message and a wake-up per
 // frame of latency (docs/benchmarks.md); a catch-up keeps its overlap.
 
-// Read-ahead geometry: aheadBufs buffers of aheadSize bytes.
+// Read-ahead geometry: aheadBufs buffers of aheadSize bytes; a read of
+// aheadStart bytes or more by the caller starts the goroutine. Each
+// buffer is one hand-off between the goroutine and the caller (a thread
+// wake-up when the other side waits, as it does when one side is the
+// slower): 1 MiB buffers cost the slave of a catch-up less CPU per KB than
+// 256 KiB ones once its store writes from the ring instead of copying out
+// of it (docs/benchmarks.md, session 11).
 const (
-	aheadBufs = 4
-	aheadSize = 256 << 10
+	aheadBufs  = 4
+	aheadSize  = 1 << 20
+	aheadStart = 256 << 10
 )
 
 // ahead is the read-ahead state of a ConnReader.
@@ -117,6 +125,41 @@ func (r *ConnReader) readAhead(a *ahead) {
 	}
 }
 
+// ReadsAhead reports whether read-ahead is on (StartReadAhead returned
+// true): then View hands out the ring's bytes without copying them.
+func (r *ConnReader) ReadsAhead() bool { return r.ah != nil }
+
+// errNoReadAhead: View on a reader without read-ahead.
+var errNoReadAhead = errors.New("transport: view of a reader without read-ahead")
+
+// View returns the next bytes of the stream, at least one and at most max
+// of them, from the read-ahead ring without copying them, and consumes
+// them, as Read would. The slice is the ring's memory: it stays valid
+// until the next call of Read, ReadVec or View (the ring buffer it lies in
+// goes back to the read-ahead goroutine only when a later read has used it
+// up), so the caller uses it before reading on. A view never spans two
+// ring buffers: at a buffer's end it is shorter than max. Errors and
+// waiting are those of Read; without read-ahead (ReadsAhead false) View
+// fails.
+func (r *ConnReader) View(max int) ([]byte, error) {
+	a := r.ah
+	if a == nil {
+		return nil, errNoReadAhead
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	if len(a.cur) == 0 {
+		if err := r.aheadNext(a); err != nil {
+			return nil, err
+		}
+	}
+	k := min(max, len(a.cur))
+	v := a.cur[:k:k]
+	a.cur = a.cur[k:]
+	return v, nil
+}
+
 // aheadVec is ReadVec from the ring.
 func (r *ConnReader) aheadVec(bufs [][]byte) (int, error) {
 	a := r.ah
@@ -178,7 +221,7 @@ func (r *ConnReader) aheadNext(a *ahead) error {
 	}
 	a.err = err
 	a.buf, a.cur = b[:n], b[:n]
-	if n == len(b) && err == nil {
+	if n >= aheadStart && err == nil {
 		r.runAhead(a) // a backlog: read on while the caller works
 	}
 	return nil

@@ -183,3 +183,225 @@ func TestConnReaderReadAheadAdaptive(t *testing.T) {
 		t.Fatalf("read after the pause: %q, %v", one[:4], err)
 	}
 }
+
+// TestConnReaderView: with read-ahead on, View hands out the stream's
+// bytes whole and in order, at most max at a time and never across a
+// ring buffer's end, while the peer writes enough to cycle the ring many
+// times; each view keeps its bytes until the next read (checked right
+// before it, while the read-ahead goroutine fills the other buffers: the
+// race detector sees its writes too); Read and View mix. Without
+// read-ahead View fails.
+func TestConnReaderView(t *testing.T) {
+	c, srv := tcpPair(t)
+	r := NewConnReader(c, time.Minute)
+	if _, err := r.View(10); !errors.Is(err, errNoReadAhead) || r.ReadsAhead() {
+		t.Fatalf("View without read-ahead: %v (ReadsAhead %v), want errNoReadAhead", err, r.ReadsAhead())
+	}
+	if !r.StartReadAhead() {
+		t.Skip("no file descriptor: read-ahead is Linux-only")
+	}
+	defer r.StopReadAhead()
+	defer c.Close()
+	if !r.ReadsAhead() {
+		t.Fatal("ReadsAhead false after StartReadAhead")
+	}
+	if v, err := r.View(0); v != nil || err != nil {
+		t.Fatalf("View(0) = %d bytes, %v", len(v), err)
+	}
+	want := make([]byte, 5*aheadBufs*aheadSize+4321)
+	rnd := rand.New(rand.NewSource(3))
+	rnd.Read(want)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := srv.Write(want)
+		werr <- err
+	}()
+	got := make([]byte, 0, len(want))
+	var prev []byte // the previous view, checked once the next one is taken
+	prevAt := 0
+	for len(got) < len(want) {
+		// The previous view still holds its bytes, up to this next read.
+		if prev != nil && !bytes.Equal(prev, want[prevAt:prevAt+len(prev)]) {
+			t.Fatalf("the view at %d changed before the next read", prevAt)
+		}
+		max := 1 + rnd.Intn(3*aheadSize/2)
+		if rnd.Intn(8) == 0 {
+			buf := make([]byte, max)
+			n, err := r.Read(buf)
+			if err != nil {
+				t.Fatalf("Read after %d bytes: %v", len(got), err)
+			}
+			got = append(got, buf[:n]...)
+			prev = nil
+			continue
+		}
+		v, err := r.View(max)
+		if err != nil {
+			t.Fatalf("View after %d bytes: %v", len(got), err)
+		}
+		if len(v) == 0 || len(v) > max || len(v) > aheadSize || cap(v) != len(v) {
+			t.Fatalf("View(%d) = %d bytes (cap %d)", max, len(v), cap(v))
+		}
+		prev, prevAt = v, len(got)
+		got = append(got, v...)
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("views delivered other bytes than written")
+	}
+	srv.Close()
+	if _, err := r.View(1); !errors.Is(err, io.EOF) {
+		t.Fatalf("View after the peer closed: %v, want io.EOF", err)
+	}
+}
+
+// viewFrames is a stream of classic frames with bodies of every kind: a
+// heartbeat, small bodies (staged with their headers), large ones, and one
+// larger than a ring buffer.
+func viewFrames(rnd *rand.Rand) ([]byte, [][]byte) {
+	var stream []byte
+	var bodies [][]byte
+	off := int64(0)
+	for i := range 400 {
+		var n int
+		switch {
+		case i == 7:
+			n = 2*aheadSize + 999
+		case i%9 == 0:
+			n = 0
+		case i%3 == 0:
+			n = 1 + rnd.Intn(directMin)
+		default:
+			n = DefaultBatchSize - rnd.Intn(100)
+		}
+		body := make([]byte, n)
+		rnd.Read(body)
+		stream = AppendFrame(stream, off, body)
+		bodies = append(bodies, body)
+		off += int64(n)
+	}
+	return stream, bodies
+}
+
+// TestDirectReaderView: over a ConnReader reading ahead on real TCP, the
+// direct readers' View hands out each frame's body whole, in pieces of at
+// most the asked size, the staged part first and then the ring's, with
+// io.EOF at the body's end, for both protocols; Views says so, and is
+// false on a reader without read-ahead.
+func TestDirectReaderView(t *testing.T) {
+	if NewDirectReader(ReaderVec{R: bytes.NewReader(nil)}, 0).Views() {
+		t.Fatal("Views true on a plain reader")
+	}
+	rnd := rand.New(rand.NewSource(4))
+	classic, bodies := viewFrames(rnd)
+	var fs []asFrame
+	off := int64(0)
+	for _, b := range bodies {
+		fs = append(fs, transferFrame(off, 1, 0, off, b))
+		off += int64(len(b))
+	}
+	auto := encodeAS(t, fs)
+	for _, tc := range []struct {
+		name   string
+		stream []byte
+		open   func(*ConnReader) (func() (int, error), interface {
+			View(int) ([]byte, error)
+			Views() bool
+		})
+	}{
+		{"classic", classic, func(cr *ConnReader) (func() (int, error), interface {
+			View(int) ([]byte, error)
+			Views() bool
+		}) {
+			d := NewDirectReader(cr, 0)
+			return func() (int, error) { h, err := d.Next(); return h.Size, err }, d
+		}},
+		{"autoswitch", auto, func(cr *ConnReader) (func() (int, error), interface {
+			View(int) ([]byte, error)
+			Views() bool
+		}) {
+			d := NewAutoSwitchDirectReader(cr, 0)
+			return func() (int, error) { f, err := d.Next(); return int(f.Transfer.Size), err }, d
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, srv := tcpPair(t)
+			cr := NewConnReader(c, time.Minute)
+			if !cr.StartReadAhead() {
+				t.Skip("no file descriptor: read-ahead is Linux-only")
+			}
+			defer cr.StopReadAhead()
+			defer c.Close()
+			next, d := tc.open(cr)
+			if !d.Views() {
+				t.Fatal("Views false on a ConnReader reading ahead")
+			}
+			werr := make(chan error, 1)
+			go func() {
+				_, err := srv.Write(tc.stream)
+				werr <- err
+			}()
+			for i, want := range bodies {
+				size, err := next()
+				if err != nil || size != len(want) {
+					t.Fatalf("frame %d: size %d, %v; want %d", i, size, err, len(want))
+				}
+				var got []byte
+				for len(got) < size {
+					max := 1 + rnd.Intn(40<<10)
+					v, err := d.View(max)
+					if err != nil || len(v) == 0 || len(v) > max {
+						t.Fatalf("frame %d: View(%d) after %d bytes: %d bytes, %v", i, max, len(got), len(v), err)
+					}
+					got = append(got, v...)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("frame %d: the views hold other bytes", i)
+				}
+				if v, err := d.View(10); len(v) != 0 || !errors.Is(err, io.EOF) {
+					t.Fatalf("frame %d: View past the body: %d bytes, %v; want io.EOF", i, len(v), err)
+				}
+			}
+			if err := <-werr; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestDirectReaderViewTruncated: a body cut off by the peer's close ends
+// in ErrTruncated (also io.ErrUnexpectedEOF) through View, as through Read.
+func TestDirectReaderViewTruncated(t *testing.T) {
+	c, srv := tcpPair(t)
+	cr := NewConnReader(c, time.Minute)
+	if !cr.StartReadAhead() {
+		t.Skip("no file descriptor: read-ahead is Linux-only")
+	}
+	defer cr.StopReadAhead()
+	defer c.Close()
+	d := NewDirectReader(cr, 0)
+	stream := AppendFrame(nil, 0, make([]byte, 3*aheadSize))
+	go func() {
+		srv.Write(stream[:len(stream)-100])
+		srv.Close()
+	}()
+	if h, err := d.Next(); err != nil || h.Size != 3*aheadSize {
+		t.Fatalf("Next: %+v, %v", h, err)
+	}
+	got := 0
+	for {
+		v, err := d.View(1 << 20)
+		if err != nil {
+			if !errors.Is(err, ErrTruncated) || !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("after %d body bytes: %v, want ErrTruncated", got, err)
+			}
+			break
+		}
+		got += len(v)
+	}
+	if got != 3*aheadSize-100 {
+		t.Fatalf("%d body bytes before the error, want %d", got, 3*aheadSize-100)
+	}
+}

@@ -123,6 +123,86 @@ func (b *bodyStream) read(p []byte) (int, error) {
 	return got, nil
 }
 
+// viewer is a VectorReader that can also hand out its bytes without
+// copying them (a ConnReader with read-ahead on).
+type viewer interface {
+	View(max int) ([]byte, error)
+	ReadsAhead() bool
+}
+
+// canView reports whether view hands out bodies without copying them.
+func (b *bodyStream) canView() bool {
+	v, ok := b.r.(viewer)
+	return ok && v.ReadsAhead()
+}
+
+// view is read without the copy: it returns the next bytes of the current
+// frame's body, at least one and at most max, in memory that stays valid
+// until the next read of the stream (the staging buffer for what arrived
+// with the header, else the underlying reader's own memory: see
+// ConnReader.View), and io.EOF once the whole body was read. Errors are
+// read's. The reader must be able to view (canView), else the body bytes
+// that were not staged fail with an error.
+func (b *bodyStream) view(max int) ([]byte, error) {
+	if b.body == 0 {
+		return nil, io.EOF
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	max = min(max, b.body)
+	if n := b.end - b.start; n > 0 {
+		n = min(n, max)
+		v := b.buf[b.start : b.start+n : b.start+n]
+		b.start += n
+		b.body -= n
+		b.compact()
+		return v, nil
+	}
+	if *b.sticky != nil {
+		return nil, *b.sticky
+	}
+	if err := b.rerr; err != nil {
+		b.rerr = nil
+		return nil, b.fail(err, b.need-b.body, b.need, b.unit)
+	}
+	vr, ok := b.r.(viewer)
+	if !ok {
+		return nil, fmt.Errorf("transport: read %s: %w", b.what, errNoReadAhead)
+	}
+	v, err := vr.View(max)
+	if len(v) > max {
+		*b.sticky = fmt.Errorf("transport: read %s: invalid view of %d bytes", b.what, len(v))
+		return nil, *b.sticky
+	}
+	if err != nil {
+		return nil, b.fail(err, b.need-b.body, b.need, b.unit)
+	}
+	b.body -= len(v)
+	if err := b.progress(len(v) == 0); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Views reports whether View hands out bodies without a copy: the
+// reader reads a ConnReader with read-ahead on.
+func (d *DirectReader) Views() bool { return d.s.canView() }
+
+// View is Read without the copy: it returns the next bytes of the current
+// frame's body, at least one and at most max, and io.EOF once the whole
+// body was read. The slice is the reader's memory (its staging buffer or
+// the ConnReader's read-ahead ring), valid until the next call of Next,
+// Read or View. Only when Views reports true.
+func (d *DirectReader) View(max int) ([]byte, error) { return d.s.view(max) }
+
+// Views reports whether View hands out bodies without a copy (see
+// DirectReader.Views).
+func (d *AutoSwitchDirectReader) Views() bool { return d.s.canView() }
+
+// View is DirectReader.View for a transfer body.
+func (d *AutoSwitchDirectReader) View(max int) ([]byte, error) { return d.s.view(max) }
+
 // fill reads once into the staging buffer (it may return with fewer
 // bytes than the caller needs; callers loop). It is called with less than
 // the next header (or whole frame) buffered, or with nothing buffered and

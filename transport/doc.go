@@ -77,12 +77,15 @@
 //
 // ConnReader is the slave's socket: deadlines, Arm/ErrWouldBlock (report
 // when the socket runs dry) and, with StartReadAhead, a ring of four
-// 256 KiB buffers that a goroutine fills while the caller works on the
+// 1 MiB buffers that a goroutine fills while the caller works on the
 // previous frames. That goroutine runs only while the socket holds a
-// backlog: a caller's read that fills a whole ring buffer starts it, and it
+// backlog: a caller's read of 256 KiB or more starts it, and it
 // ends as soon as it finds the socket empty, handing the reads back to the
 // caller; so a catch-up overlaps the socket copy with the store's write,
-// and sync replication's small frames cost no goroutine hand-off.
+// and sync replication's small frames cost no goroutine hand-off. View
+// hands out the ring's bytes without a copy (valid until the next read);
+// DirectReader.View and AutoSwitchDirectReader.View do the same for a
+// frame's body, so that a store writes it from the ring.
 //
 // # Start offset
 //

@@ -86,7 +86,11 @@ bin/plugins).
 
 Limits, measured first: raw loopback TCP (a plain Go sender and receiver of
 32 KiB frames; the catch-up measures it again before each run, on the same
-byte count), the 8-byte round trip, and the data directory's disk:
+byte count); the 8-byte round trip with both ends in this process, with the
+echoing end in a child process (a put through the daemons crosses one such
+link, producer to master, and a sync put a second, master to slave) and
+along three processes (this one, a relay child, an echo child: a sync put
+through the daemons with no processing); and the data directory's disk:
 sequential writes with fdatasync every 4 MiB, 4 KiB write+fdatasync per
 second, and filling a fresh file's page-cache pages (32 KiB writes, no
 sync: the least a slave does with each byte it receives). Each result shows
@@ -98,7 +102,12 @@ msgs_per_s, max_lag_bytes, p50_ms, p99_ms, p999_ms, not_put_ok, lag_p50_ms, lag_
 lag_max_ms, lag_samples, limit, limit_mb_per_s, ratio_to_limit,
 disk_write_mb_per_s, ratio_to_disk, page_write_mb_per_s, ratio_to_page_write,
 disk_fdatasync_per_s, tcp_rtt_p50_ms,
-tcp_rtt_p99_ms, the per-run figures (*_runs), peak memory
+tcp_rtt_p99_ms, tcp_rtt_xproc_p50_ms, tcp_rtt_xproc_p99_ms (across two
+processes), tcp_rtt_chain_p50_ms, tcp_rtt_chain_p99_ms (along three),
+floor_links, floor_p50_ms (api and client points: the links a put crosses
+x the cross-process round trip), p50_per_rtt, p50_per_rtt_xproc,
+p50_per_floor, p50_per_rtt_chain (sync api and client points), the
+per-run figures (*_runs), peak memory
 (master_/slave_/process_peak_rss_bytes, ..._rss_anon_bytes,
 ..._rss_file_bytes, master_/slave_plugin_peak_rss_bytes),
 master_/slave_/process_cpu_us_per_msg (CPU per message of the daemons and
@@ -131,6 +140,9 @@ does not apply.`,
 // runBench is `replicator bench`.
 func runBench(ctx context.Context, e *env) int {
 	o := e.opts.bench
+	if len(e.args) > 1 && e.args[0] == bench.EchoArg {
+		return runBenchEcho(ctx, e, e.args[1:])
+	}
 	cfg := bench.Config{
 		Scenarios:   e.args,
 		Via:         o.Via,
@@ -166,6 +178,7 @@ func runBench(ctx context.Context, e *env) int {
 		return e.fail("bench: finding this binary: %v", err)
 	}
 	cfg.Exe = exe
+	cfg.Limits.EchoCmd = []string{exe, "bench"}
 	if cfg.PluginsDir == "" {
 		// bin/replicator next to bin/plugins, as `make build plugins` leaves them.
 		if d := filepath.Join(filepath.Dir(exe), "plugins"); fileExists(filepath.Join(d, bench.PluginBinary)) {
@@ -193,6 +206,16 @@ func runBench(ctx context.Context, e *env) int {
 			fmt.Fprintf(e.stderr, "replicator: %v\n", err)
 			return exitUsage
 		}
+		return e.fail("%v", err)
+	}
+	return exitOK
+}
+
+// runBenchEcho is the bench's own child, started as `replicator bench
+// EchoArg ARGS...` (not in the help): one end of the round trips across
+// processes the bench measures next to its limits (bench.EchoChild).
+func runBenchEcho(ctx context.Context, e *env, args []string) int {
+	if err := bench.EchoChild(ctx, args); err != nil {
 		return e.fail("%v", err)
 	}
 	return exitOK

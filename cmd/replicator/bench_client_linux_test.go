@@ -26,6 +26,15 @@ func TestE2EBenchClient(t *testing.T) {
 		if v, ok := m["msgs_per_s"].(float64); !ok || v <= 0 {
 			t.Errorf("%s: msgs_per_s %v", benchPoint(m), m["msgs_per_s"])
 		}
+		// The cross-process round trip (the hidden `bench __rtt-echo`
+		// child) reaches every point's JSON, and the client floor counts
+		// its two links.
+		if v, ok := m["tcp_rtt_xproc_p50_ms"].(float64); !ok || v <= 0 {
+			t.Errorf("%s: tcp_rtt_xproc_p50_ms %v", benchPoint(m), m["tcp_rtt_xproc_p50_ms"])
+		}
+		if m["via"] == "client" && m["scenario"] == "sync" && m["floor_links"] != float64(2) {
+			t.Errorf("%s: floor_links %v, want 2", benchPoint(m), m["floor_links"])
+		}
 	}
 	want := []string{"sync/client/builtin/3", "async/client/builtin/3"}
 	if redisErr == nil {

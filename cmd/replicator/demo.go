@@ -64,6 +64,18 @@ type demo struct {
 	progress io.Writer
 }
 
+// interrupted ends a demo stopped by a signal: it says what stopped and
+// that the demo's directory dir was removed (unless keep), and returns
+// the exit status 130.
+func interrupted(w io.Writer, stopped, dir string, keep bool) int {
+	fmt.Fprintf(w, "\ninterrupted; %s stopped", stopped)
+	if dir != "" && !keep {
+		fmt.Fprintf(w, " and %s removed", dir)
+	}
+	fmt.Fprintln(w)
+	return 130
+}
+
 func runDemo(ctx context.Context, e *env) int {
 	if e.opts.demo.Failover.Enabled {
 		return runDemoFailover(ctx, e) // demo_failover.go
@@ -80,12 +92,7 @@ func runDemo(ctx context.Context, e *env) int {
 		err = cerr
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintf(e.stdout, "\ninterrupted; both nodes stopped")
-		if d.dir != "" && !d.o.Keep {
-			fmt.Fprintf(e.stdout, " and %s removed", d.dir)
-		}
-		fmt.Fprintln(e.stdout)
-		return 130
+		return interrupted(e.stdout, "both nodes", d.dir, d.o.Keep)
 	}
 	if err != nil {
 		return e.fail("demo: %v", err)

@@ -98,12 +98,7 @@ func runDemoFailover(ctx context.Context, e *env) int {
 	}
 	if ctx.Err() != nil {
 		d.endLine()
-		fmt.Fprintf(e.stdout, "\ninterrupted; the nodes and the controller stopped")
-		if d.dir != "" && !d.o.Keep {
-			fmt.Fprintf(e.stdout, " and %s removed", d.dir)
-		}
-		fmt.Fprintln(e.stdout)
-		return 130
+		return interrupted(e.stdout, "the nodes and the controller", d.dir, d.o.Keep)
 	}
 	if err != nil {
 		d.endLine()

@@ -209,10 +209,11 @@ func globalOptions(g *globalOpts) []*config.Option {
 	}, gcOptions(g)...)
 }
 
-// storeOpts are the store and transport options of master and slave.
-func storeOpts(n *nodeOpts) []*config.Option {
+// storeOpts are the store and transport options of master, slave and node;
+// same names who must use the same segment size.
+func storeOpts(n *nodeOpts, same string) []*config.Option {
 	return []*config.Option{
-		{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size; master and slaves must use the same", Default: defaultSegmentSize, Value: config.SizeMultiple(&n.SegmentSize, minSegmentSize, maxSegmentSize, 4096)},
+		{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size; " + same + " must use the same", Default: defaultSegmentSize, Value: config.SizeMultiple(&n.SegmentSize, minSegmentSize, maxSegmentSize, 4096)},
 		{Name: "store", Meta: "NAME", Help: "store plugin", Default: "commitlog", Value: config.String(&n.Store, true)},
 		{Name: "transport", Meta: "NAME", Help: "transport plugin", Default: "tcp", Value: config.String(&n.Transport, true)},
 	}
@@ -251,7 +252,7 @@ in-flight puts, flushes and closes the commit log, and exits 0.`,
 			{Name: "ha-allow-cn", Meta: "LIST", Help: "comma-separated client-certificate common names or DNS names allowed on the HA port (needs --ha-tls-client-ca)", Value: config.CSV(&m.sec.HAAllowCN, nil)},
 			{Name: "ha-max-conns", Meta: "N", Help: "HA connections open at once; more are closed at accept (0: no limit)", Default: defaultHAMaxConns, Value: config.Int(&m.sec.HAMaxConns, 0, 1<<20)},
 			{Name: "ha-max-conns-per-ip", Meta: "N", Help: "HA connections open at once from one IP address (0: no limit)", Default: defaultHAMaxConnsPerIP, Value: config.Int(&m.sec.HAMaxConnsPerIP, 0, 1<<20)},
-		}, append(append(append(apiSecurityOpts(&m.sec), storeOpts(m)...), autoSwitchMasterOpts(m)...), append(limitOpts(&m.limits, true), remotingMasterOpts(m)...)...)...),
+		}, append(append(append(apiSecurityOpts(&m.sec), storeOpts(m, "master and slaves")...), autoSwitchMasterOpts(m)...), append(limitOpts(&m.limits, true), remotingMasterOpts(m)...)...)...),
 	}
 }
 
@@ -282,7 +283,7 @@ resumes from its own max offset.`,
 			{Name: "master-api-cert", Meta: "FILE", Help: "client certificate (PEM) for a master API that requires one (needs --master-api-key)", Value: config.File(&s.sec.MasterAPICert, true)},
 			{Name: "master-api-key", Meta: "FILE", Help: "PEM private key of --master-api-cert", Value: config.File(&s.sec.MasterAPIKey, true)},
 			{Name: "master-api-token-file", Meta: "FILE", Help: "bearer token for the master's API (default: this slave's own API token)", Value: config.File(&s.sec.MasterAPITokenFile, true)},
-		}, append(append(append(apiSecurityOpts(&s.sec), storeOpts(s)...), autoSwitchSlaveOpts(s)...), append(limitOpts(&s.limits, false), remotingSlaveOpts(s)...)...)...),
+		}, append(append(append(apiSecurityOpts(&s.sec), storeOpts(s, "master and slaves")...), autoSwitchSlaveOpts(s)...), append(limitOpts(&s.limits, false), remotingSlaveOpts(s)...)...)...),
 	}
 }
 

@@ -85,14 +85,9 @@ func nodeCommand(c *nodeCmdOpts) *config.Command {
 		{Name: "ha-max-conns", Meta: "N", Help: "HA connections open at once (0: no limit)", Default: defaultHAMaxConns, Value: config.Int(&o.sec.HAMaxConns, 0, 1<<20)},
 		{Name: "ha-max-conns-per-ip", Meta: "N", Help: "HA connections open at once from one IP address (0: no limit)", Default: defaultHAMaxConnsPerIP, Value: config.Int(&o.sec.HAMaxConnsPerIP, 0, 1<<20)},
 	}
-	storeOpts := []*config.Option{
-		{Name: "segment-size", Meta: "SIZE", Help: "commit-log segment size; every node of the group must use the same", Default: defaultSegmentSize, Value: config.SizeMultiple(&o.SegmentSize, minSegmentSize, maxSegmentSize, 4096)},
-		{Name: "store", Meta: "NAME", Help: "store plugin", Default: "commitlog", Value: config.String(&o.Store, true)},
-		{Name: "transport", Meta: "NAME", Help: "transport plugin", Default: "tcp", Value: config.String(&o.Transport, true)},
-	}
 	opts = append(opts, controllerClientOptions(&c.Client)...)
 	opts = append(opts, apiSecurityOpts(&o.sec)...)
-	opts = append(opts, storeOpts...)
+	opts = append(opts, storeOpts(o, "every node of the group")...)
 	opts = append(opts, limitOpts(&o.limits, true)...)
 	opts = append(opts, remotingNodeOpts(o)...)
 	return &config.Command{

@@ -1,6 +1,8 @@
 package etcdstore
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicatorhq/replicator/controller"
@@ -27,14 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Group state changes written to etcd, by outcome (elected, unclean, no_master, set_accepted).",
 		}, []string{"outcome"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	if m.conflicts, err = promreg.Register(reg, m.conflicts); err != nil {
-		return nil, err
-	}
-	if m.decisions, err = promreg.Register(reg, m.decisions); err != nil {
+	if err := errors.Join(promreg.Into(reg, &m.conflicts), promreg.Into(reg, &m.decisions)); err != nil {
 		return nil, err
 	}
 	return m, nil

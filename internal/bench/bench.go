@@ -290,6 +290,11 @@ func (r *runner) run(ctx context.Context) error {
 	l := r.limits
 	r.progress("limits: loopback TCP %.0f MB/s; 8 B round trip p50 %.3f ms p99 %.3f ms; disk sequential %.0f MB/s (fdatasync every 4 MiB), %.0f fdatasync/s (4 KiB, p50 %.3f ms p99 %.3f ms); page-cache fill %.0f MB/s (fresh file, no sync)",
 		l.TCPMBps, ms(l.RTTP50), ms(l.RTTP99), l.DiskWriteMBps, l.FdatasyncPerSec, ms(l.FdatasyncP50), ms(l.FdatasyncP99), l.PageWriteMBps)
+	if l.XProcRTTP50 > 0 {
+		r.progress("limits: 8 B round trip across processes p50 %.3f ms p99 %.3f ms (%.2f x in process); a sync put through the daemons crosses 2 such links: floor %.3f ms = %.2f x the in-process round trip; along 3 processes (relay, echo) p50 %.3f ms p99 %.3f ms = %.2f x",
+			ms(l.XProcRTTP50), ms(l.XProcRTTP99), float64(l.XProcRTTP50)/float64(l.RTTP50), 2*ms(l.XProcRTTP50), 2*float64(l.XProcRTTP50)/float64(l.RTTP50),
+			ms(l.ChainRTTP50), ms(l.ChainRTTP99), float64(l.ChainRTTP50)/float64(l.RTTP50))
+	}
 	for _, sc := range r.cfg.Scenarios {
 		for _, st := range r.cfg.Stores {
 			for _, via := range r.cfg.Via {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -14,6 +16,31 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The round trips' children (echo_test.go).
+	if len(os.Args) > 2 && os.Args[1] == EchoArg {
+		if err := EchoChild(context.Background(), os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if len(os.Args) > 2 && os.Args[1] == echoExitArg {
+		os.Exit(3) // a child that exits without connecting
+	}
+	if len(os.Args) > 3 && os.Args[1] == echoNoChainArg {
+		if os.Args[3] != relayArg {
+			os.Exit(3) // an echo child that fails, its relay works
+		}
+		if err := EchoChild(context.Background(), os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if len(os.Args) > 2 && os.Args[1] == echoHangArg {
+		time.Sleep(time.Hour) // a child that never connects; SIGTERM ends it
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -31,13 +31,22 @@
 // Limits, measured once before the scenarios (Measure): raw loopback TCP
 // throughput (benchload.RawLoopback: a plain Go sender and receiver of
 // 32 KiB frames), the 8-byte request/ack round trip (the floor under a
-// sync put), and, in the scratch directory, sequential writes (1 MiB
+// sync put) with both ends in this process and, when
+// LimitsConfig.EchoCmd names this binary's child entry point (EchoArg,
+// EchoChild), with the echoing end in a child process and along three
+// processes (this one -> a relay child -> an echo child and back: a sync
+// put through the daemons with no processing), all alternating in
+// slices; and, in the scratch directory, sequential writes (1 MiB
 // writes, fdatasync every 4 MiB), 4 KiB write+fdatasync operations per
 // second, and filling a fresh file's page-cache pages (32 KiB pwrites, no
 // sync; benchload.RawPageWrite), the least a slave does with each byte.
 // Every result carries them and its ratio to loopback TCP
 // (ratio_to_limit), to the disk's sequential write rate (ratio_to_disk)
-// and to the page-cache fill (ratio_to_page_write).
+// and to the page-cache fill (ratio_to_page_write); points with a put
+// latency carry their p50 as multiples of the round trips (p50_per_rtt,
+// p50_per_rtt_xproc, p50_per_rtt_chain) and of floor_p50_ms, the
+// process-to-process links the put crosses in series times the
+// cross-process round trip (api and client points).
 //
 // CPU comes from /proc/PID/stat (user + system ticks) of the master and
 // slave groups (each daemon with its plugin processes) and of this process,

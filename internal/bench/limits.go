@@ -2,10 +2,7 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +17,13 @@ type LimitsConfig struct {
 	RTTDuration   time.Duration // 8-byte ping-pong (default 1s)
 	DiskBytes     int64         // sequential write (default 512 MiB)
 	FsyncDuration time.Duration // 4 KiB write + fdatasync loop (default 1s)
+	// EchoCmd, when set, is the command (the executable, then leading
+	// arguments) of the round trips' child processes: run with EchoArg and
+	// further arguments appended, it must call EchoChild with those. The
+	// 8-byte round trip is then also measured across two processes and
+	// along three, for another RTTDuration each, alternating with the
+	// in-process one. Empty: not measured.
+	EchoCmd []string
 }
 
 func (c *LimitsConfig) defaults() {
@@ -40,13 +44,25 @@ func (c *LimitsConfig) defaults() {
 // Limits are the machine's limits, measured by Measure.
 type Limits struct {
 	TCPMBps         float64       // raw loopback TCP, 32 KiB frames, MB/s
-	RTTP50, RTTP99  time.Duration // 8-byte request / 8-byte ack round trip
+	RTTP50, RTTP99  time.Duration // 8-byte request / 8-byte ack round trip, both ends in this process
 	RoundTrips      float64       // round trips per second, one in flight
 	DiskWriteMBps   float64       // 1 MiB writes, fdatasync every 4 MiB
 	PageWriteMBps   float64       // 32 KiB pwrites into a fresh file, no sync
 	FdatasyncPerSec float64       // 4 KiB write + fdatasync
 	FdatasyncP50    time.Duration
 	FdatasyncP99    time.Duration
+
+	// XProcRTTP50 and XProcRTTP99 are the 8-byte round trip with the
+	// echoing end in a child process (zero unless LimitsConfig.EchoCmd is
+	// set): the least each process-to-process link of a put through the
+	// daemons costs.
+	XProcRTTP50, XProcRTTP99 time.Duration
+	// ChainRTTP50 and ChainRTTP99 are 8 bytes along three processes, this
+	// one -> a relay child -> an echo child -> the relay -> this one, each
+	// hop a bare write and a blocking read (zero unless
+	// LimitsConfig.EchoCmd is set): a sync put through the daemons with no
+	// processing at all.
+	ChainRTTP50, ChainRTTP99 time.Duration
 }
 
 // Measure measures the limits; the disk ones in dir.
@@ -57,7 +73,7 @@ func Measure(ctx context.Context, dir string, c LimitsConfig) (Limits, error) {
 	if l.TCPMBps, err = benchload.RawLoopback(ctx, c.TCPBytes); err != nil {
 		return l, err
 	}
-	if err := pingPong(ctx, c.RTTDuration, &l); err != nil {
+	if err := roundTrips(ctx, dir, c, &l); err != nil {
 		return l, err
 	}
 	if l.DiskWriteMBps, err = seqWrite(ctx, dir, c.DiskBytes); err != nil {
@@ -70,56 +86,6 @@ func Measure(ctx context.Context, dir string, c LimitsConfig) (Limits, error) {
 		return l, err
 	}
 	return l, nil
-}
-
-// pingPong sends 8 bytes and waits for 8 back, one in flight, for d.
-func pingPong(ctx context.Context, d time.Duration, l *Limits) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("bench: round trip: %w", err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		var b [8]byte
-		for {
-			if _, err := io.ReadFull(c, b[:]); err != nil {
-				return
-			}
-			if _, err := c.Write(b[:]); err != nil {
-				return
-			}
-		}
-	}()
-	var dl net.Dialer
-	c, err := dl.DialContext(ctx, "tcp", ln.Addr().String())
-	if err != nil {
-		return fmt.Errorf("bench: round trip: %w", err)
-	}
-	defer c.Close()
-	var b [8]byte
-	var lat []time.Duration
-	start := time.Now()
-	for i := uint64(0); time.Since(start) < d && ctx.Err() == nil; i++ {
-		binary.LittleEndian.PutUint64(b[:], i)
-		t0 := time.Now()
-		if _, err := c.Write(b[:]); err != nil {
-			return fmt.Errorf("bench: round trip: %w", err)
-		}
-		if _, err := io.ReadFull(c, b[:]); err != nil {
-			return fmt.Errorf("bench: round trip: %w", err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	el := time.Since(start)
-	slices.Sort(lat)
-	l.RTTP50, l.RTTP99 = benchload.Percentile(lat, 0.5), benchload.Percentile(lat, 0.99)
-	l.RoundTrips = float64(len(lat)) / el.Seconds()
-	return ctx.Err()
 }
 
 // seqWrite writes n bytes in 1 MiB writes with fdatasync every 4 MiB and a

@@ -53,6 +53,30 @@ type Result struct {
 	FdatasyncPS      *float64 `json:"disk_fdatasync_per_s"`
 	RTTP50Ms         *float64 `json:"tcp_rtt_p50_ms"`
 	RTTP99Ms         *float64 `json:"tcp_rtt_p99_ms"`
+	// The same 8-byte round trip with the echoing end in a child process
+	// (null unless measured; `replicator bench` always measures it).
+	RTTXProcP50Ms *float64 `json:"tcp_rtt_xproc_p50_ms"`
+	RTTXProcP99Ms *float64 `json:"tcp_rtt_xproc_p99_ms"`
+	// 8 bytes along three processes (this one -> relay -> echo -> relay
+	// -> this one; null unless measured): a sync put through the daemons
+	// with no processing.
+	RTTChainP50Ms *float64 `json:"tcp_rtt_chain_p50_ms"`
+	RTTChainP99Ms *float64 `json:"tcp_rtt_chain_p99_ms"`
+	// FloorLinks is how many process-to-process links a put of this point
+	// crosses in series, each a request and an answer (sync and async via
+	// api and client: producer -> master, and for sync also master ->
+	// slave); FloorP50Ms is that many cross-process round trips: the p50 a
+	// put through the daemons could reach with no processing at all. Null
+	// for library, catch-up and peer points.
+	FloorLinks *int     `json:"floor_links"`
+	FloorP50Ms *float64 `json:"floor_p50_ms"`
+	// The put p50 divided by tcp_rtt_p50_ms (the issue's aim for a sync
+	// put via client: under 3), by tcp_rtt_xproc_p50_ms, by floor_p50_ms
+	// and, for sync points via api and client, by tcp_rtt_chain_p50_ms.
+	P50PerRTT      *float64 `json:"p50_per_rtt"`
+	P50PerXProcRTT *float64 `json:"p50_per_rtt_xproc"`
+	P50PerFloor    *float64 `json:"p50_per_floor"`
+	P50PerChainRTT *float64 `json:"p50_per_rtt_chain"`
 
 	MBPerSRuns   []float64 `json:"mb_per_s_runs"`
 	MsgsPerSRuns []float64 `json:"msgs_per_s_runs"`
@@ -188,6 +212,12 @@ func (r *runner) summarize(base Result, runs []run) Result {
 	res.FdatasyncPS = ptr(l.FdatasyncPerSec)
 	res.LoopbackMBPerS = ptr(l.TCPMBps)
 	res.RTTP50Ms, res.RTTP99Ms = ptr(ms(l.RTTP50)), ptr(ms(l.RTTP99))
+	if l.XProcRTTP50 > 0 {
+		res.RTTXProcP50Ms, res.RTTXProcP99Ms = ptr(ms(l.XProcRTTP50)), ptr(ms(l.XProcRTTP99))
+	}
+	if l.ChainRTTP50 > 0 {
+		res.RTTChainP50Ms, res.RTTChainP99Ms = ptr(ms(l.ChainRTTP50)), ptr(ms(l.ChainRTTP99))
+	}
 	// The run whose MB/s is the median (the lower middle one) gives the
 	// counts and the memory.
 	order := make([]int, len(runs))
@@ -218,6 +248,7 @@ func (r *runner) summarize(base Result, runs []run) Result {
 			bad += x.notOK
 		}
 		res.NotPutOK = ptr(bad)
+		r.floor(&res)
 		res.MasterCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.master })
 		res.SlaveCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.slave })
 		res.ProcessCPUPerMsg = medianCPU(runs, func(c cpuPerMsg) float64 { return c.self })
@@ -263,6 +294,32 @@ func (r *runner) summarize(base Result, runs []run) Result {
 		res.ProcessPeakRSS, res.ProcessPeakAnon = ptr(m.self.hwm), ptr(m.self.anon)
 	}
 	return res
+}
+
+// floor sets res's floor and its p50's ratios to the round trips.
+func (r *runner) floor(res *Result) {
+	l := r.limits
+	p50 := *res.P50Ms
+	if l.RTTP50 > 0 {
+		res.P50PerRTT = ptr(p50 / ms(l.RTTP50))
+	}
+	if l.XProcRTTP50 <= 0 {
+		return
+	}
+	res.P50PerXProcRTT = ptr(p50 / ms(l.XProcRTTP50))
+	if res.Via != ViaAPI && res.Via != ViaClient {
+		return
+	}
+	links := 1
+	if res.Scenario == Sync {
+		links = 2
+	}
+	res.FloorLinks = ptr(links)
+	res.FloorP50Ms = ptr(float64(links) * ms(l.XProcRTTP50))
+	res.P50PerFloor = ptr(p50 / *res.FloorP50Ms)
+	if res.Scenario == Sync && l.ChainRTTP50 > 0 {
+		res.P50PerChainRTT = ptr(p50 / ms(l.ChainRTTP50))
+	}
 }
 
 // merge keeps the larger peaks of p and o.

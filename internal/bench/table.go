@@ -12,11 +12,19 @@ import (
 func WriteTable(w io.Writer, rs []Result) error {
 	if len(rs) > 0 {
 		r := rs[0]
-		fmt.Fprintf(w, "limits (same run): loopback TCP %s MB/s (32 KiB frames); 8 B round trip p50 %s ms, p99 %s ms; disk %s MB/s sequential (fdatasync every 4 MiB), %s fdatasync/s (4 KiB); page-cache fill %s MB/s (fresh file, no sync)\n\n",
+		fmt.Fprintf(w, "limits (same run): loopback TCP %s MB/s (32 KiB frames); 8 B round trip p50 %s ms, p99 %s ms; disk %s MB/s sequential (fdatasync every 4 MiB), %s fdatasync/s (4 KiB); page-cache fill %s MB/s (fresh file, no sync)",
 			num(r.LoopbackMBPerS, 0), num(r.RTTP50Ms, 3), num(r.RTTP99Ms, 3), num(r.DiskMBPerS, 0), num(r.FdatasyncPS, 0), num(r.PageWriteMBPerS, 0))
+		if r.RTTXProcP50Ms != nil {
+			fmt.Fprintf(w, "; 8 B round trip across processes p50 %s ms, p99 %s ms (a put through the daemons crosses 1 such link, a sync put 2: floor %s ms)",
+				num(r.RTTXProcP50Ms, 3), num(r.RTTXProcP99Ms, 3), num(ptr(2**r.RTTXProcP50Ms), 3))
+		}
+		if r.RTTChainP50Ms != nil {
+			fmt.Fprintf(w, "; along 3 processes (relay, echo) p50 %s ms, p99 %s ms", num(r.RTTChainP50Ms, 3), num(r.RTTChainP99Ms, 3))
+		}
+		fmt.Fprint(w, "\n\n")
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tvia\tstore\tproducers\tmsgs/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tlag p99 ms\tlimit MB/s\tof limit\tof disk\tof page fill\tCPU µs/msg master / slave / this\tRSS MiB master / slave (anon)\t")
+	fmt.Fprintln(tw, "scenario\tvia\tstore\tproducers\tmsgs/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tp50 ÷ rtt / across / floor / chain\tlag p99 ms\tlimit MB/s\tof limit\tof disk\tof page fill\tCPU µs/msg master / slave / this\tRSS MiB master / slave (anon)\t")
 	for _, r := range rs {
 		via := r.Via
 		if r.Protocol != "" && r.Protocol != ProtocolClassic {
@@ -26,9 +34,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if r.Producers != nil {
 			prod = strconv.Itoa(*r.Producers)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Scenario, via, r.Store, prod, num(r.MsgsPerS, 0), num(r.MBPerS, 1),
-			num(r.P50Ms, 3), num(r.P99Ms, 3), num(r.P999Ms, 3), num(r.LagP99Ms, 3),
+			num(r.P50Ms, 3), num(r.P99Ms, 3), num(r.P999Ms, 3), floors(r), num(r.LagP99Ms, 3),
 			num(r.LimitMBPerS, 0), pct(r.RatioToLimit), pct(r.RatioToDisk), pct(r.RatioToPageWrite), cpu(r), rss(r))
 	}
 	return tw.Flush()
@@ -90,4 +98,14 @@ func cpu(r Result) string {
 		return "-"
 	}
 	return num(r.MasterCPUPerMsg, 1) + " / " + num(r.SlaveCPUPerMsg, 1) + " / " + num(r.ProcessCPUPerMsg, 1)
+}
+
+// floors renders the put p50 as multiples of the in-process and the
+// cross-process round trip, of the floor and of the three-process chain
+// ("-" where not measured or not applying).
+func floors(r Result) string {
+	if r.P50PerRTT == nil && r.P50PerXProcRTT == nil && r.P50PerFloor == nil && r.P50PerChainRTT == nil {
+		return "-"
+	}
+	return num(r.P50PerRTT, 1) + " / " + num(r.P50PerXProcRTT, 1) + " / " + num(r.P50PerFloor, 1) + " / " + num(r.P50PerChainRTT, 1)
 }

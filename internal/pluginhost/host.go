@@ -315,57 +315,74 @@ func (h *Host) transportFactory(c Candidate, sum []byte) TransportFactory {
 		if err := h.register(opts.Registerer); err != nil {
 			return nil, err
 		}
-		p, err := h.Start(c, sum)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := p.Dispense()
-		if err != nil {
-			h.release(p)
-			return nil, err
-		}
 		cfg := h.opts.Transport
 		if opts.Logger != nil {
 			cfg.Logger = opts.Logger
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cl, err := raw.(*transportplugin.Conn).Open(ctx, transportplugin.OpenRequest{Options: opts.Options}, cfg)
+		cl, p, err := openPlugin(h, c, sum, func(ctx context.Context, conn *transportplugin.Conn) (*transportplugin.Client, error) {
+			return conn.Open(ctx, transportplugin.OpenRequest{Options: opts.Options}, cfg)
+		})
 		if err != nil {
-			h.release(p)
 			return nil, err
 		}
-		return &externalTransport{Client: cl, h: h, p: p}, nil
+		return &externalTransport{Client: cl, owned: owned{h, p}}, nil
 	}
 }
 
-// externalTransport is an external transport whose Close also stops its
-// process (the host's Close does it otherwise).
-type externalTransport struct {
-	*transportplugin.Client
+// openTimeout bounds a plugin's Open call.
+const openTimeout = 30 * time.Second
+
+// openPlugin is how every kind's external plugin starts: launch a process
+// for c, dispense the kind's connection (Conn, the kind's go-plugin client)
+// and open it with open, within openTimeout. A failure at any step stops
+// the process; on success the caller owns it (release stops it).
+func openPlugin[Conn, Client any](h *Host, c Candidate, sum []byte, open func(context.Context, Conn) (Client, error)) (Client, *Process, error) {
+	var none Client
+	p, err := h.Start(c, sum)
+	if err != nil {
+		return none, nil, err
+	}
+	raw, err := p.Dispense()
+	if err != nil {
+		h.release(p)
+		return none, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	cl, err := open(ctx, raw.(Conn))
+	if err != nil {
+		h.release(p)
+		return none, nil, err
+	}
+	return cl, p, nil
+}
+
+// owned is the process of one external transport or store, which its
+// Close stops (the host's Close does it otherwise).
+type owned struct {
 	h *Host
 	p *Process
 }
 
-func (t *externalTransport) Close() error {
-	err := t.Client.Close()
-	t.h.release(t.p)
+// stop stops the process and returns err, the Close error of what it served.
+func (o owned) stop(err error) error {
+	o.h.release(o.p)
 	return err
 }
+
+// externalTransport is an external transport whose Close also stops its
+// process.
+type externalTransport struct {
+	*transportplugin.Client
+	owned
+}
+
+func (t *externalTransport) Close() error { return t.stop(t.Client.Close()) }
 
 // storeFactory opens an external store: one plugin process per store.
 func (h *Host) storeFactory(c Candidate, sum []byte) StoreFactory {
 	return func(dir string, opts StoreOptions) (store.Store, error) {
 		if err := h.register(opts.Registerer); err != nil {
-			return nil, err
-		}
-		p, err := h.Start(c, sum)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := p.Dispense()
-		if err != nil {
-			h.release(p)
 			return nil, err
 		}
 		cfg := h.opts.Store
@@ -375,36 +392,31 @@ func (h *Host) storeFactory(c Candidate, sum []byte) StoreFactory {
 		if opts.Logger != nil {
 			cfg.Logger = opts.Logger
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cl, err := raw.(*storeplugin.Conn).Open(ctx, storeplugin.OpenRequest{
+		req := storeplugin.OpenRequest{
 			Dir:         dir,
 			SegmentSize: opts.SegmentSize,
 			Options: map[string]string{
 				"sync_flush":       strconv.FormatBool(opts.SyncFlush),
 				"max_message_size": strconv.FormatInt(RecordLimit(opts.MaxMessageSize), 10),
 			},
-		}, cfg)
+		}
+		cl, p, err := openPlugin(h, c, sum, func(ctx context.Context, conn *storeplugin.Conn) (*storeplugin.Client, error) {
+			return conn.Open(ctx, req, cfg)
+		})
 		if err != nil {
-			h.release(p)
 			return nil, err
 		}
-		return &externalStore{Client: cl, h: h, p: p}, nil
+		return &externalStore{Client: cl, owned: owned{h, p}}, nil
 	}
 }
 
 // externalStore is an external store whose Close also stops its process.
 type externalStore struct {
 	*storeplugin.Client
-	h *Host
-	p *Process
+	owned
 }
 
-func (s *externalStore) Close() error {
-	err := s.Client.Close()
-	s.h.release(s.p)
-	return err
-}
+func (s *externalStore) Close() error { return s.stop(s.Client.Close()) }
 
 // Entries lists every plugin the registry offers, builtins and externals,
 // sorted by kind and name; an external plugin replaces the builtin of its
@@ -534,20 +546,10 @@ type externalMeta struct {
 
 // start launches and opens a plugin process and supervises it.
 func (m *externalMeta) start() error {
-	p, err := m.h.Start(m.l.c, m.l.sum)
+	cl, p, err := openPlugin(m.h, m.l.c, m.l.sum, func(ctx context.Context, conn *metaplugin.Conn) (*metaplugin.Client, error) {
+		return conn.Open(ctx, m.req)
+	})
 	if err != nil {
-		return err
-	}
-	raw, err := p.Dispense()
-	if err != nil {
-		m.h.release(p)
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := raw.(*metaplugin.Conn).Open(ctx, m.req)
-	if err != nil {
-		m.h.release(p)
 		return err
 	}
 	m.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicatorhq/replicator/sdk/meta"
+	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/transport"
 )
@@ -109,75 +110,61 @@ func (r *Registry) Dir() string {
 }
 
 // RegisterStore adds (or replaces) the store plugin name.
-func (r *Registry) RegisterStore(name string, f StoreFactory) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stores[name] = f
-}
+func (r *Registry) RegisterStore(name string, f StoreFactory) { add(r, r.stores, name, f) }
 
 // RegisterTransport adds (or replaces) the transport plugin name.
-func (r *Registry) RegisterTransport(name string, f TransportFactory) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.transports[name] = f
-}
+func (r *Registry) RegisterTransport(name string, f TransportFactory) { add(r, r.transports, name, f) }
 
 // RegisterMetadata adds (or replaces) the metadata plugin name.
-func (r *Registry) RegisterMetadata(name string, f MetadataFactory) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.metadata[name] = f
-}
+func (r *Registry) RegisterMetadata(name string, f MetadataFactory) { add(r, r.metadata, name, f) }
 
 // Store returns the store plugin name.
 func (r *Registry) Store(name string) (StoreFactory, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.stores[name]; ok {
-		return f, nil
-	}
-	return nil, fmt.Errorf("%w: no store plugin %q (have %s)", ErrUnknownPlugin, name, names(r.stores))
+	return lookup(r, r.stores, plugin.KindStore, name)
 }
 
 // Transport returns the transport plugin name.
 func (r *Registry) Transport(name string) (TransportFactory, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.transports[name]; ok {
-		return f, nil
-	}
-	return nil, fmt.Errorf("%w: no transport plugin %q (have %s)", ErrUnknownPlugin, name, names(r.transports))
+	return lookup(r, r.transports, plugin.KindTransport, name)
 }
 
 // Metadata returns the metadata plugin name.
 func (r *Registry) Metadata(name string) (MetadataFactory, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.metadata[name]; ok {
-		return f, nil
-	}
-	return nil, fmt.Errorf("%w: no metadata plugin %q (have %s)", ErrUnknownPlugin, name, names(r.metadata))
+	return lookup(r, r.metadata, plugin.KindMetadata, name)
 }
 
 // StoreNames lists the store plugins, sorted.
-func (r *Registry) StoreNames() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return sortedKeys(r.stores)
-}
+func (r *Registry) StoreNames() []string { return list(r, r.stores) }
 
 // TransportNames lists the transport plugins, sorted.
-func (r *Registry) TransportNames() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return sortedKeys(r.transports)
-}
+func (r *Registry) TransportNames() []string { return list(r, r.transports) }
 
 // MetadataNames lists the metadata plugins, sorted.
-func (r *Registry) MetadataNames() []string {
+func (r *Registry) MetadataNames() []string { return list(r, r.metadata) }
+
+// add, lookup and list are the registry's operations on the namespace of
+// one kind (m, one of r's maps, which are never replaced), under r.mu.
+
+func add[F any](r *Registry, m map[string]F, name string, f F) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return sortedKeys(r.metadata)
+	m[name] = f
+}
+
+func lookup[F any](r *Registry, m map[string]F, kind, name string) (F, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := m[name]
+	if !ok {
+		return f, fmt.Errorf("%w: no %s plugin %q (have %s)", ErrUnknownPlugin, kind, name, names(m))
+	}
+	return f, nil
+}
+
+func list[F any](r *Registry, m map[string]F) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sortedKeys(m)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

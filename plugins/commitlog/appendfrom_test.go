@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"math/rand"
 	"sync"
 	"testing"
@@ -37,9 +38,41 @@ func (p *pieceReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+// viewPieces is a pieceReader that also hands out its pieces as views
+// (AppendAtFrom's copy-free path); a view is spoilt (overwritten) at the
+// next call, so that a store that kept one past its validity writes or
+// walks the wrong bytes.
+type viewPieces struct {
+	pieceReader
+	last []byte
+}
+
+func (v *viewPieces) View(max int) ([]byte, error) {
+	for i := range v.last {
+		v.last[i] = 0xee
+	}
+	v.last = nil
+	if len(v.data) == 0 {
+		if v.err != nil {
+			return nil, v.err
+		}
+		return nil, io.EOF
+	}
+	n := min(max, len(v.data), 1+v.r.Intn(v.max))
+	v.last = bytes.Clone(v.data[:n])
+	v.data = v.data[n:]
+	return v.last, nil
+}
+
 // replicateFrom is replicate with AppendAtFrom, each chunk delivered in
 // random pieces.
 func replicateFrom(t testing.TB, master, replica *Log, upto int64, r *rand.Rand, chunk int) {
+	t.Helper()
+	replicateVia(t, master, replica, upto, r, chunk, false)
+}
+
+// replicateVia is replicateFrom, with views when views is set.
+func replicateVia(t testing.TB, master, replica *Log, upto int64, r *rand.Rand, chunk int, views bool) {
 	t.Helper()
 	for {
 		at := replica.Bounds().Max
@@ -53,7 +86,11 @@ func replicateFrom(t testing.TB, master, replica *Log, upto int64, r *rand.Rand,
 		n := min(int64(len(v.Data)), upto-at)
 		data := bytes.Clone(v.Data[:n])
 		v.Release()
-		next, err := replica.AppendAtFrom(at, int(n), &pieceReader{data: data, r: r, max: 1 + r.Intn(700)})
+		var src io.Reader = &pieceReader{data: data, r: r, max: 1 + r.Intn(700)}
+		if views {
+			src = &viewPieces{pieceReader: pieceReader{data: data, r: r, max: 1 + r.Intn(9000)}}
+		}
+		next, err := replica.AppendAtFrom(at, int(n), src)
 		if err != nil || next != at+n {
 			t.Fatalf("AppendAtFrom(%d, %d bytes) = %d, %v", at, n, next, err)
 		}
@@ -441,4 +478,91 @@ func TestCommitLogReplicaRetention(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	sameBytes(t, master, l, l.Bounds().Min, l.Bounds().Max)
+}
+
+// badViews is a view reader that misbehaves after good bytes: it hands
+// out a view longer than asked (long), nothing at all forever (empty), or
+// fails (err).
+type badViews struct {
+	good  []byte
+	long  bool
+	empty bool
+	err   error
+}
+
+func (b *badViews) Read([]byte) (int, error) { return 0, errors.New("badViews: Read called") }
+
+func (b *badViews) View(max int) ([]byte, error) {
+	if len(b.good) > 0 {
+		n := min(max, len(b.good), 700)
+		v := b.good[:n]
+		b.good = b.good[n:]
+		return v, nil
+	}
+	switch {
+	case b.long:
+		return make([]byte, max+1), nil
+	case b.empty:
+		return nil, nil
+	}
+	return nil, b.err
+}
+
+// TestCommitLogAppendAtFromViewErrors: an AppendAtFrom from views that
+// fail (the reader's error, io.EOF before the end, a view longer than
+// asked, views that never deliver) leaves the log as it was, the bytes
+// it wrote zeroed again; the inline walk then starts again from the
+// mapping, and the records that follow are dispatched, with the right
+// queue offsets.
+func TestCommitLogAppendAtFromViewErrors(t *testing.T) {
+	const seg = 1 << 20
+	r := rand.New(rand.NewSource(12))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for range 40 {
+		mustAppend(t, master, testMsg("T", 3, 1+r.Intn(3000), r.Int63()))
+	}
+	mend := master.Bounds().Max
+	_, want := dispatchState(master)
+	replica := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, replica)
+	replicateVia(t, master, replica, mend/3, r, 5000, true) // a partial record is pending
+
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name string
+		src  *badViews
+		want error
+	}{
+		{"reader error", &badViews{err: boom}, boom},
+		{"early EOF", &badViews{err: io.EOF}, io.ErrUnexpectedEOF},
+		{"view too long", &badViews{long: true}, nil},
+		{"no progress", &badViews{empty: true}, io.ErrNoProgress},
+	} {
+		b0 := replica.Bounds()
+		v, err := master.Read(b0.Max, 6000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.src.good = bytes.Clone(v.Data[:3000])
+		n := len(v.Data)
+		v.Release()
+		_, err = replica.AppendAtFrom(b0.Max, n, tc.src)
+		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Fatalf("%s: error %v, want %v", tc.name, err, tc.want)
+		}
+		if b := replica.Bounds(); b != b0 {
+			t.Fatalf("%s: bounds %+v after a failed AppendAtFrom, want %+v", tc.name, b, b0)
+		}
+		s := replica.segList()[0]
+		if tail := s.data[b0.Max-s.start : b0.Max-s.start+int64(n)]; !bytes.Equal(tail, make([]byte, n)) {
+			t.Fatalf("%s: bytes of the failed AppendAtFrom left in the segment", tc.name)
+		}
+	}
+	replicateVia(t, master, replica, mend, r, 5000, true)
+	d, got := dispatchState(replica)
+	if d != mend || !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("dispatched %d (want %d), queues %v (want %v)", d, mend, got, want)
+	}
+	sameBytes(t, master, replica, 0, mend)
 }

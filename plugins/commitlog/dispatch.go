@@ -235,11 +235,16 @@ const inlineResync = 64 << 10
 // inlineStart prepares the inline walk of an n-byte AppendAtFrom at mx in
 // seg (mu held): it returns how many bytes below mx (the dispatched
 // offset's partial record) are at the front of the fill buffer, and false
-// when the walk is not done for this append.
-func (l *Log) inlineStart(seg *segment, mx int64, n int) (int, bool) {
+// when the walk is not done for this append. With views the frame's bytes
+// do not go through the fill buffer: only the partial record must fit.
+func (l *Log) inlineStart(seg *segment, mx int64, n int, views bool) (int, bool) {
 	d := l.dispatched
 	p := mx - d
-	if l.stalled || d < seg.start || p < 0 || p+int64(n) > fillChunk {
+	need := p + int64(n)
+	if views {
+		need = p
+	}
+	if l.stalled || d < seg.start || p < 0 || need > fillChunk {
 		l.pendLen = 0
 		return 0, false
 	}
@@ -270,4 +275,159 @@ func (l *Log) inlineWalk(seg *segment, b []byte, base int64) {
 	l.advanceDispatch(to, ts, ok, err)
 	rest := b[to-base:]
 	l.pendOff, l.pendLen, l.pendGen = to, copy(l.fillBuf, rest), l.truncGen.Load()
+}
+
+// Inline dispatch of views. When AppendAtFrom writes from its reader's
+// memory (views of a slave's read-ahead ring) there is no copy of the
+// frame in the fill buffer to walk when the append is published: the
+// views are walked as they come, while they are valid, and what the walk
+// finds is applied under mu when the append is published (or dropped, as
+// the copied walk's is, when the dispatched offset moved meanwhile). A
+// record that lies inside one view is walked there; a record that
+// continues past a view's end (one per frame, since frames cut records
+// anywhere) is copied into the fill buffer behind the pending bytes, and
+// walked there once the following views have completed it.
+
+// viewWalk is the state of one AppendAtFrom's inline walk of views.
+type viewWalk struct {
+	on    bool  // walking: inline, and no bad or oversized record yet
+	base  int64 // the log offset the walk reached: a record's start
+	pend  int   // bytes from base on held at the front of the fill buffer
+	ts    int64 // the last walked record's store timestamp, if hasTS
+	hasTS bool
+	err   error     // why the walk stopped at bytes that are not records
+	ups   []queueUp // queue table updates, in log order
+	names []byte    // their topics
+}
+
+// queueUp is one queue table update of a viewWalk: topic
+// names[t0:t1], queue qid, next queue offset next.
+type queueUp struct {
+	t0, t1 int
+	qid    int32
+	next   int64
+}
+
+// start begins a walk at base with pend bytes of a partial record at the
+// front of the fill buffer (walking only if on).
+func (w *viewWalk) start(on bool, base int64, pend int) {
+	w.on, w.base, w.pend = on, base, pend
+	w.ts, w.hasTS, w.err = 0, false, nil
+	w.ups, w.names = w.ups[:0], w.names[:0]
+}
+
+// set records a queue table update; consecutive records of one queue
+// (a catch-up's usual stream) keep one entry.
+func (w *viewWalk) set(topic []byte, qid int32, next int64) {
+	if k := len(w.ups) - 1; k >= 0 {
+		if u := &w.ups[k]; u.qid == qid && string(w.names[u.t0:u.t1]) == string(topic) {
+			u.next = next
+			return
+		}
+	}
+	t0 := len(w.names)
+	w.names = append(w.names, topic...)
+	w.ups = append(w.ups, queueUp{t0: t0, t1: len(w.names), qid: qid, next: next})
+}
+
+// walked takes a walkSpan result: the walk reached to.
+func (w *viewWalk) walked(to, ts int64, hasTS bool, err error) {
+	w.base = to
+	if hasTS {
+		w.ts, w.hasTS = ts, true
+	}
+	if err != nil {
+		w.err, w.on = err, false
+	}
+}
+
+// walkView walks v, the log's bytes that follow the walk's pending bytes
+// (from w.base+w.pend on), in seg: it completes the pending record from
+// v's first bytes, walks the whole records inside v in place and keeps
+// the partial record v ends with at the front of the fill buffer. A
+// partial record larger than the fill buffer ends the walk (the
+// dispatcher takes over from its start).
+func (l *Log) walkView(w *viewWalk, v []byte, seg *segment) {
+	segEnd := seg.end()
+	for len(v) > 0 && w.on {
+		if w.pend > 0 {
+			take := min(pendingNeed(l.fillBuf[:w.pend], w.base, segEnd), int64(len(v)))
+			if int64(w.pend)+take > int64(len(l.fillBuf)) {
+				w.on = false
+				return
+			}
+			w.pend += copy(l.fillBuf[w.pend:], v[:take])
+			v = v[take:]
+			to, ts, ok, err := walkSpan(l.fillBuf[:w.pend], w.base, segEnd, w.base+int64(w.pend), seg.path, w.set)
+			k := int(to - w.base)
+			w.walked(to, ts, ok, err)
+			switch {
+			case !w.on:
+				return
+			case k == 0 && take == 0:
+				w.on = false // cannot happen: a record needs no bytes yet is not walked
+				return
+			}
+			w.pend = copy(l.fillBuf, l.fillBuf[k:w.pend])
+			continue
+		}
+		off := w.base
+		to, ts, ok, err := walkSpan(v, off, segEnd, off+int64(len(v)), seg.path, w.set)
+		w.walked(to, ts, ok, err)
+		if !w.on {
+			return
+		}
+		rest := v[to-off:]
+		if len(rest) > len(l.fillBuf) {
+			w.on = false
+			return
+		}
+		w.pend = copy(l.fillBuf, rest)
+		return
+	}
+}
+
+// pendingNeed returns how many more bytes the walk needs behind b, the
+// bytes of a partial record at offset base of a segment ending at segEnd,
+// before walkSpan can walk it (0: it can now, or will fail). It mirrors
+// walkSpan's waiting: a segment tail shorter than a filler and a filler
+// run to the segment's end; a record header needs record.FillerSize
+// bytes, then its TOTALSIZE.
+func pendingNeed(b []byte, base, segEnd int64) int64 {
+	p := int64(len(b))
+	left := segEnd - base
+	if left < record.FillerSize {
+		return max(left-p, 0)
+	}
+	if p < record.FillerSize {
+		return record.FillerSize - p
+	}
+	be := binary.BigEndian
+	total := int64(int32(be.Uint32(b)))
+	switch be.Uint32(b[4:]) {
+	case record.MagicCode:
+		if total >= record.MinRecordSize && total > p {
+			return total - p
+		}
+	case record.BlankMagic:
+		if total == left {
+			return max(left-p, 0)
+		}
+	}
+	return 0
+}
+
+// applyViewWalk publishes an AppendAtFrom's walk of views (mu held): the
+// queue updates, the dispatched offset, and the pending bytes for the next
+// append (none when the walk stopped early).
+func (l *Log) applyViewWalk(w *viewWalk) {
+	for _, u := range w.ups {
+		l.queues.set(w.names[u.t0:u.t1], u.qid, u.next)
+	}
+	l.advanceDispatch(w.base, w.ts, w.hasTS, w.err)
+	if !w.on {
+		l.pendLen = 0
+		return
+	}
+	l.pendOff, l.pendLen, l.pendGen = w.base, w.pend, l.truncGen.Load()
 }

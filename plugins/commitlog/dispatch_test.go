@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"maps"
@@ -68,7 +69,17 @@ func TestDispatchBackground(t *testing.T) {
 // buffer falls back to the dispatcher, and the inline walk starts again
 // once it caught up; AppendAt in between does not confuse it. The queue
 // table ends as the master's, and Close's checkpoint holds it.
-func TestDispatchInline(t *testing.T) {
+func TestDispatchInline(t *testing.T) { testDispatchInline(t, false) }
+
+// TestDispatchInlineViews is TestDispatchInline with the appends'
+// bytes taken as views (pieces of 1 to 9 000 bytes, so records, their
+// headers and the segment's filler are cut at every place, and the big
+// record is larger than the fill buffer), each spoilt once the next one
+// is taken: the walk over views finds the same records, queue offsets and
+// dispatched offsets as the walk over the fill buffer.
+func TestDispatchInlineViews(t *testing.T) { testDispatchInline(t, true) }
+
+func testDispatchInline(t *testing.T, views bool) {
 	const seg = 4 << 20
 	const small = 3000 // bodies of the small records are under this
 	r := rand.New(rand.NewSource(7))
@@ -98,7 +109,7 @@ func TestDispatchInline(t *testing.T) {
 				replicate(t, master, replica, min(upto, at+1+int64(r.Intn(5000))), r, 5000)
 				continue
 			}
-			replicateFrom(t, master, replica, min(upto, at+1+int64(r.Intn(40<<10))), r, 40<<10)
+			replicateVia(t, master, replica, min(upto, at+1+int64(r.Intn(40<<10))), r, 40<<10, views)
 			if d, _ := dispatchState(replica); check && replica.Bounds().Max-d > small+200 {
 				t.Fatalf("after an append to %d the dispatched offset is %d", replica.Bounds().Max, d)
 			}
@@ -120,7 +131,7 @@ func TestDispatchInline(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	for at := end2; at < mend; at = replica.Bounds().Max {
-		replicateFrom(t, master, replica, min(mend, at+1+int64(r.Intn(40<<10))), r, 40<<10)
+		replicateVia(t, master, replica, min(mend, at+1+int64(r.Intn(40<<10))), r, 40<<10, views)
 		if d, _ := dispatchState(replica); replica.Bounds().Max-d > small+200 {
 			t.Fatalf("phase 3: after an append to %d the dispatched offset is %d", replica.Bounds().Max, d)
 		}
@@ -183,4 +194,94 @@ func FuzzShort(f *testing.F) {
 			t.Fatalf("% x: short %v, VerifyHeader %v", b[:min(len(b), 16)], got, verr)
 		}
 	})
+}
+
+// TestDispatchInlineViewSplits: the walk over views meets records, their
+// headers, segment-end fillers and segment tails cut at every kind of
+// place (views of 1 byte up to several records, frames up to 20 KiB,
+// 64 KiB segments, so a filler ends every segment): after every append the
+// dispatched offset is within one record of the max offset, and the queue
+// table and the dispatched offset end as the master's. A record larger
+// than the fill buffer then stops the walk there (the dispatcher takes
+// over, Close drains it: its checkpoint holds the master's table).
+func TestDispatchInlineViewSplits(t *testing.T) {
+	const seg = 64 << 10
+	const small = 3000
+	r := rand.New(rand.NewSource(8))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for master.Bounds().Max < 12*seg {
+		mustAppend(t, master, testMsg([]string{"A", "BB", "C"}[r.Intn(3)], int32(r.Intn(3)), 1+r.Intn(small), r.Int63()))
+	}
+	mend := master.Bounds().Max
+	_, want := dispatchState(master)
+
+	replica := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, replica)
+	for at := int64(0); at < mend; at = replica.Bounds().Max {
+		v, err := master.Read(at, 1+r.Intn(20<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Clone(v.Data)
+		v.Release()
+		piece := []int{1, 2, 7, 13, 100, 5000, 20 << 10}[r.Intn(7)]
+		if _, err := replica.AppendAtFrom(at, len(data), &viewPieces{pieceReader: pieceReader{data: data, r: r, max: piece}}); err != nil {
+			t.Fatalf("AppendAtFrom(%d, %d bytes): %v", at, len(data), err)
+		}
+		if d, _ := dispatchState(replica); replica.Bounds().Max-d > small+200 {
+			t.Fatalf("after an append to %d (views of up to %d bytes) the dispatched offset is %d", replica.Bounds().Max, piece, d)
+		}
+	}
+	d, got := dispatchState(replica)
+	if d != mend || !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("dispatched %d (want %d), queues %v (want %v)", d, mend, got, want)
+	}
+}
+
+// TestDispatchInlineViewBig: with views, a record larger than the fill
+// buffer stops the inline walk at its start (the dispatched offset stays
+// there while it streams in), the dispatcher takes over, and Close's
+// checkpoint holds the master's queue table at the max offset.
+func TestDispatchInlineViewBig(t *testing.T) {
+	const seg = 4 << 20
+	r := rand.New(rand.NewSource(9))
+	master := mustOpen(t, t.TempDir(), testOptions(t, seg))
+	defer mustClose(t, master)
+	for range 50 {
+		mustAppend(t, master, testMsg("A", 1, 1+r.Intn(3000), r.Int63()))
+	}
+	big := mustAppend(t, master, testMsg("B", 2, fillChunk+fillChunk/4, 1))
+	for range 50 {
+		mustAppend(t, master, testMsg("A", 1, 1+r.Intn(3000), r.Int63()))
+	}
+	mend := master.Bounds().Max
+	_, want := dispatchState(master)
+
+	dir := t.TempDir()
+	replica := mustOpen(t, dir, testOptions(t, seg))
+	for at := int64(0); at < mend; at = replica.Bounds().Max {
+		v, err := master.Read(at, 32<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Clone(v.Data)
+		v.Release()
+		if _, err := replica.AppendAtFrom(at, len(data), &viewPieces{pieceReader: pieceReader{data: data, r: r, max: 9000}}); err != nil {
+			t.Fatal(err)
+		}
+		if m := replica.Bounds().Max; m > big && m < big+fillChunk {
+			if d, _ := dispatchState(replica); d != big {
+				t.Fatalf("inside the big record (max %d) the dispatched offset is %d, want its start %d", m, d, big)
+			}
+		}
+	}
+	mustClose(t, replica)
+	c, err := readCheckpoint(vfs.Default, replica.ckptPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Scan != mend || !maps.EqualFunc(c.Queues, want, maps.Equal) {
+		t.Fatalf("checkpoint after Close: scan %d (want %d), queues %v (want %v)", c.Scan, mend, c.Queues, want)
+	}
 }

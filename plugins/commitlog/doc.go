@@ -145,7 +145,13 @@
 // AppendAtFrom (beyond store.Store; store.AppenderFrom) is AppendAt reading
 // its bytes from an io.Reader: a slave hands it the socket, and it reads
 // through a buffer it reuses (1 MiB at most) and pwrites each piece (a
-// raw system call with GOMAXPROCS > 1: vfs.NoHandoffWriterAt). The
+// raw system call with GOMAXPROCS > 1: vfs.NoHandoffWriterAt). A reader
+// that also has View(max int) ([]byte, error) (the slave's frame reader
+// on its read-ahead ring) is not copied from: each view is pwritten as it
+// is and its records are walked in place, only a record that continues
+// past a view's end being copied into the buffer (to be walked once
+// complete); the walk's queue updates are applied when the append is
+// published. The
 // put lock is not held while it reads; other writers (Append, AppendAt,
 // Truncate) wait for it, readers do not, and a failed read or write zeroes
 // what it wrote and leaves the log unchanged.

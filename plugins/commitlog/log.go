@@ -55,6 +55,7 @@ type Log struct {
 	filling    bool       // an AppendAtFrom is reading into the log
 	fillDone   sync.Cond  // signalled when filling ends; L is &mu
 	fillBuf    []byte     // AppendAtFrom's read buffer, used while filling
+	vwalk      viewWalk   // AppendAtFrom's inline walk of views, used while filling
 	// The inline dispatch's pending bytes (dispatch.go): fillBuf[:pendLen]
 	// holds the log's bytes from pendOff (the dispatched offset) to the
 	// max offset, valid while truncGen is pendGen and both offsets match.
@@ -381,17 +382,22 @@ const fillChunk = 1 << 20
 
 // AppendAtFrom is AppendAt with the n bytes read from r (as io.ReadFull)
 // through a buffer the log keeps, fillChunk at a time, and written to the
-// segment file. The log's lock is not held while r is read, so readers,
-// Bounds, flushes and checkpoints go on meanwhile; nothing becomes visible
-// before all n bytes are in. Writers (Append, AppendAt, AppendAtFrom,
-// Truncate) wait until it returns. If r or a write fails, the bytes written
-// are zeroed again, the log is unchanged and the error wraps the cause. A
-// crash meanwhile leaves at most a partial tail past the max offset, as a
-// crash inside AppendAt does, which recovery handles.
+// segment file. If r also has a method View(max int) ([]byte, error) that
+// returns its next 1..max bytes in its own memory, valid until its next
+// call (a slave's frame reader on its read-ahead ring), the bytes are
+// written from there instead, without the copy into the log's buffer. The
+// log's lock is not held while r is read, so readers, Bounds, flushes and
+// checkpoints go on meanwhile; nothing becomes visible before all n bytes
+// are in. Writers (Append, AppendAt, AppendAtFrom, Truncate) wait until it
+// returns. If r or a write fails, the bytes written are zeroed again, the
+// log is unchanged and the error wraps the cause. A crash meanwhile leaves
+// at most a partial tail past the max offset, as a crash inside AppendAt
+// does, which recovery handles.
 func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("commitlog: append at %d: negative length %d", offset, n)
 	}
+	vr, views := r.(viewReader)
 	l.mu.Lock()
 	seg, mx, err := l.prepareAt(offset, n)
 	if err != nil || n == 0 {
@@ -400,29 +406,21 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	}
 	seg.pin() // the log holds a reference: cannot fail under mu
 	l.filling = true
-	pend, inline := l.inlineStart(seg, mx, n)
+	pend, inline := l.inlineStart(seg, mx, n, views)
 	gen := l.truncGen.Load()
-	if len(l.fillBuf) < min(n, fillChunk) {
+	if !views && len(l.fillBuf) < min(n, fillChunk) {
 		l.fillBuf = make([]byte, min(max(n, 64<<10), fillChunk))
 	}
-	buf := l.fillBuf[pend:] // only the filling caller uses it
 	l.mu.Unlock()
 
 	pos := mx - seg.start
-	done, err := 0, error(nil)
-	for done < n && err == nil {
-		chunk := buf[:min(n-done, len(buf))]
-		k, rerr := io.ReadFull(r, chunk)
-		if k > 0 {
-			if werr := l.replicaWrite(seg, pos+int64(done), chunk[:k]); werr != nil {
-				err = werr
-				break
-			}
-			done += k
-		}
-		if rerr != nil {
-			err = fmt.Errorf("read %d of %d bytes: %w", done, n, rerr)
-		}
+	var done int
+	if views {
+		w := &l.vwalk
+		w.start(inline, mx-int64(pend), pend)
+		done, err = l.fillViews(seg, pos, n, vr, w)
+	} else {
+		done, err = l.fillCopy(seg, pos, n, r, l.fillBuf[pend:]) // only the filling caller uses fillBuf
 	}
 
 	l.mu.Lock()
@@ -432,17 +430,88 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	l.fillDone.Broadcast()
 	if err != nil {
 		clear(seg.data[pos : pos+int64(done)])
+		if views {
+			l.pendLen = 0 // the walk moved the pending bytes
+		}
 		return mx, fmt.Errorf("commitlog: append at %d: %w", offset, err)
 	}
 	if l.closed {
 		return 0, fmt.Errorf("commitlog: append at %d: %w", offset, store.ErrClosed)
 	}
-	if inline && l.dispatched == mx-int64(pend) && l.truncGen.Load() == gen {
-		l.inlineWalk(seg, l.fillBuf[:pend+n], mx-int64(pend))
-	} else {
+	switch {
+	case !inline || l.dispatched != mx-int64(pend) || l.truncGen.Load() != gen:
 		l.pendLen = 0
+	case views:
+		l.applyViewWalk(&l.vwalk)
+	default:
+		l.inlineWalk(seg, l.fillBuf[:pend+n], mx-int64(pend))
 	}
 	return l.publishAt(seg, mx, n), nil
+}
+
+// viewReader is what AppendAtFrom writes from without a copy when its
+// reader has it: View returns the next 1..max bytes in the reader's own
+// memory, valid until the reader's next call.
+type viewReader interface {
+	View(max int) ([]byte, error)
+}
+
+// maxEmptyViews bounds the views in a row that return no bytes and no
+// error before AppendAtFrom gives up with io.ErrNoProgress.
+const maxEmptyViews = 100
+
+// fillCopy reads n bytes from r through buf and writes them at pos of seg;
+// it returns how many were written.
+func (l *Log) fillCopy(seg *segment, pos int64, n int, r io.Reader, buf []byte) (int, error) {
+	done := 0
+	for done < n {
+		chunk := buf[:min(n-done, len(buf))]
+		k, rerr := io.ReadFull(r, chunk)
+		if k > 0 {
+			if werr := l.replicaWrite(seg, pos+int64(done), chunk[:k]); werr != nil {
+				return done, werr
+			}
+			done += k
+		}
+		if rerr != nil {
+			return done, fmt.Errorf("read %d of %d bytes: %w", done, n, rerr)
+		}
+	}
+	return done, nil
+}
+
+// fillViews writes n bytes of r's views at pos of seg, walking their
+// records (w) while they are in r's memory; it returns how many were
+// written.
+func (l *Log) fillViews(seg *segment, pos int64, n int, r viewReader, w *viewWalk) (int, error) {
+	done, empty := 0, 0
+	for done < n {
+		v, rerr := r.View(n - done)
+		if len(v) > n-done {
+			return done, fmt.Errorf("read %d of %d bytes: a view of %d bytes", done, n, len(v))
+		}
+		if len(v) > 0 {
+			empty = 0
+			if werr := l.replicaWrite(seg, pos+int64(done), v); werr != nil {
+				return done, werr
+			}
+			if w.on {
+				l.walkView(w, v, seg)
+			}
+			done += len(v)
+		}
+		switch {
+		case errors.Is(rerr, io.EOF):
+			return done, fmt.Errorf("read %d of %d bytes: %w", done, n, io.ErrUnexpectedEOF)
+		case rerr != nil:
+			return done, fmt.Errorf("read %d of %d bytes: %w", done, n, rerr)
+		case len(v) == 0:
+			if empty++; empty >= maxEmptyViews {
+				return done, fmt.Errorf("read %d of %d bytes: %w", done, n, io.ErrNoProgress)
+			}
+		}
+	}
+	return done, nil
 }
 
 // replicaWrite writes replicated bytes at pos of seg with pwrite. A

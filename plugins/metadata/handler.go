@@ -160,14 +160,25 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(EncodeDocument(doc.Version, doc.Body))
 }
 
-func (h *handler) put(w http.ResponseWriter, r *http.Request) {
+// writable returns the document name of a put or delete, or false once it
+// answered: 400 for an invalid name, 403 on a read-only node (a slave;
+// then says what to do instead).
+func (h *handler) writable(w http.ResponseWriter, r *http.Request, then string) (string, bool) {
 	name := r.PathValue("name")
 	if err := ValidateName(name); err != nil {
 		writeError(w, http.StatusBadRequest, err)
-		return
+		return "", false
 	}
 	if h.cfg.ReadOnly {
-		writeError(w, http.StatusForbidden, errors.New("metadata: read-only (this node is a slave); write to the master"))
+		writeError(w, http.StatusForbidden, errors.New("metadata: read-only (this node is a slave); "+then))
+		return "", false
+	}
+	return name, true
+}
+
+func (h *handler) put(w http.ResponseWriter, r *http.Request) {
+	name, ok := h.writable(w, r, "write to the master")
+	if !ok {
 		return
 	}
 	if r.ContentLength > h.cfg.MaxDocumentSize {
@@ -195,13 +206,8 @@ func (h *handler) put(w http.ResponseWriter, r *http.Request) {
 
 // delete removes a document (master only).
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := ValidateName(name); err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if h.cfg.ReadOnly {
-		writeError(w, http.StatusForbidden, errors.New("metadata: read-only (this node is a slave); delete on the master"))
+	name, ok := h.writable(w, r, "delete on the master")
+	if !ok {
 		return
 	}
 	d, ok := h.cfg.Store.(meta.Deleter)

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicatorhq/replicator/sdk/internal/pluginkind"
 	"github.com/replicatorhq/replicator/sdk/internal/rpcerr"
 	"github.com/replicatorhq/replicator/sdk/meta"
 	"github.com/replicatorhq/replicator/sdk/plugin"
@@ -48,30 +48,25 @@ func Serve(name, version string, open Opener) {
 		&Plugin{Open: open, Logger: plugin.Logger(name)})
 }
 
-// Plugin is the go-plugin plugin of the metadata kind. The plugin side sets
-// Open; the host side uses it empty and gets a *Conn from Dispense.
-type Plugin struct {
-	goplugin.NetRPCUnsupportedPlugin
-	Open   Opener
-	Logger hclog.Logger
-}
+// Plugin is the go-plugin plugin of the metadata kind (a
+// goplugin.GRPCPlugin with the fields Open and Logger). The plugin side sets
+// Open (and Logger; nil = no logs); the host side uses it empty and gets a
+// *Conn from Dispense.
+type Plugin = pluginkind.Plugin[Opener, service]
 
-var _ goplugin.GRPCPlugin = (*Plugin)(nil)
+// service is the metadata kind's part of Plugin.
+type service struct{}
 
-// GRPCServer registers the metadata service.
-func (p *Plugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	l := p.Logger
-	if l == nil {
-		l = hclog.NewNullLogger()
+// Register registers the metadata service.
+func (service) Register(s *grpc.Server, open Opener, log hclog.Logger) {
+	if log == nil {
+		log = hclog.NewNullLogger()
 	}
-	metav1.RegisterMetadataServer(s, &server{open: p.Open, log: l})
-	return nil
+	metav1.RegisterMetadataServer(s, &server{open: open, log: log})
 }
 
-// GRPCClient returns a *Conn.
-func (p *Plugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
-	return &Conn{rpc: metav1.NewMetadataClient(cc)}, nil
-}
+// Conn returns a *Conn.
+func (service) Conn(cc *grpc.ClientConn) any { return &Conn{rpc: metav1.NewMetadataClient(cc)} }
 
 // Conn is the host's handle on a metadata plugin not yet opened.
 type Conn struct{ rpc metav1.MetadataClient }
@@ -244,23 +239,20 @@ func (s *server) List(ctx context.Context, _ *metav1.ListRequest) (*metav1.ListR
 }
 
 func (s *server) Get(ctx context.Context, req *metav1.GetRequest) (*metav1.Document, error) {
-	st, err := s.store()
-	if err != nil {
-		return nil, err
-	}
-	d, err := st.Get(ctx, req.Name)
-	if err != nil {
-		return nil, rpcerr.ToStatus(errorTable, err)
-	}
-	return docToProto(d), nil
+	return s.document(func(st meta.Store) (meta.Document, error) { return st.Get(ctx, req.Name) })
 }
 
 func (s *server) Put(ctx context.Context, req *metav1.PutRequest) (*metav1.Document, error) {
+	return s.document(func(st meta.Store) (meta.Document, error) { return st.Put(ctx, req.Name, req.Body) })
+}
+
+// document answers Get and Put: the document op returns from the open store.
+func (s *server) document(op func(meta.Store) (meta.Document, error)) (*metav1.Document, error) {
 	st, err := s.store()
 	if err != nil {
 		return nil, err
 	}
-	d, err := st.Put(ctx, req.Name, req.Body)
+	d, err := op(st)
 	if err != nil {
 		return nil, rpcerr.ToStatus(errorTable, err)
 	}

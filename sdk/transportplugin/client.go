@@ -173,21 +173,12 @@ func (c *Client) route(typ byte, id uint64, conn net.Conn) {
 func (c *Client) check() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
-	}
-	if c.deadErr != nil {
-		return c.deadErr
-	}
-	return nil
+	return c.checkLocked()
 }
 
 // Listen asks the plugin to listen on addr; its accepted connections come
 // out of the returned listener's Accept as the host's own sockets.
 func (c *Client) Listen(addr string) (net.Listener, error) {
-	if err := c.check(); err != nil {
-		return nil, fmt.Errorf("transportplugin: listen %s: %w", addr, err)
-	}
 	c.mu.Lock()
 	if err := c.checkLocked(); err != nil {
 		c.mu.Unlock()

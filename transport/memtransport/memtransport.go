@@ -649,27 +649,17 @@ func (c *conn) Close() error {
 func (c *conn) LocalAddr() net.Addr  { return c.local }
 func (c *conn) RemoteAddr() net.Addr { return c.remote }
 
-func (c *conn) SetDeadline(t time.Time) error {
-	n := c.pair.link.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c.rdl.set(n, t)
-	c.wdl.set(n, t)
-	return nil
-}
+func (c *conn) SetDeadline(t time.Time) error      { return c.setDeadlines(t, &c.rdl, &c.wdl) }
+func (c *conn) SetReadDeadline(t time.Time) error  { return c.setDeadlines(t, &c.rdl) }
+func (c *conn) SetWriteDeadline(t time.Time) error { return c.setDeadlines(t, &c.wdl) }
 
-func (c *conn) SetReadDeadline(t time.Time) error {
+// setDeadlines sets each of ds to t, under the network's lock.
+func (c *conn) setDeadlines(t time.Time, ds ...*deadline) error {
 	n := c.pair.link.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c.rdl.set(n, t)
-	return nil
-}
-
-func (c *conn) SetWriteDeadline(t time.Time) error {
-	n := c.pair.link.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c.wdl.set(n, t)
+	for _, d := range ds {
+		d.set(n, t)
+	}
 	return nil
 }
