@@ -31,7 +31,7 @@ func newSyncStateSet(self int64) syncStateSet {
 // state other than HANDSHAKE or TRANSFER, an ack before the handshake or a
 // handshake after the first ack closes the connection with one log line.
 func (c *slaveConn) asReadLoop() {
-	sr := transport.NewSlaveFrameReader(deadlineReader{c.conn, c.m.cfg.HousekeepingInterval})
+	sr := transport.NewSlaveFrameReader(transport.NewConnReader(c.conn, c.m.cfg.HousekeepingInterval))
 	for {
 		f, err := sr.Next()
 		switch {

@@ -116,32 +116,22 @@ func (c *slaveConn) closeOnError(op string, err error) {
 	}
 }
 
-// deadlineReader sets a read deadline of timeout before every read, so that
-// a connection closes after timeout without reading anything
-// (haHousekeepingInterval, 5.x semantics).
-type deadlineReader struct {
-	conn    net.Conn
-	timeout time.Duration
-}
-
-func (d deadlineReader) Read(p []byte) (int, error) {
-	if d.timeout > 0 {
-		if err := d.conn.SetReadDeadline(time.Now().Add(d.timeout)); err != nil {
-			return 0, err
-		}
-	}
-	return d.conn.Read(p)
-}
-
 // readLoop parses the slave's 8-byte reports (RocketMQ ReadSocketService):
 // per read the last complete value is the ack; the first value is also the
-// request offset.
+// request offset. A transport.ConnReader reads them (a read deadline of
+// HousekeepingInterval before every read that may wait: a connection that
+// reads nothing for that long closes, haHousekeepingInterval's 5.x semantics):
+// on a TCP connection on Linux as raw system calls through the poller.
+// Through the ordinary system-call entry, each report read after the
+// process had gone idle woke the runtime's monitor thread into polling
+// every 20 µs for a millisecond or more; with reports 1 MiB apart in a
+// catch-up it never went back to sleep (docs/benchmarks.md).
 func (c *slaveConn) readLoop() {
 	if c.m.byID != nil {
 		c.asReadLoop()
 		return
 	}
-	rr := transport.NewReportReader(deadlineReader{c.conn, c.m.cfg.HousekeepingInterval})
+	rr := transport.NewReportReader(transport.NewConnReader(c.conn, c.m.cfg.HousekeepingInterval))
 	for {
 		v, err := rr.Next()
 		if err != nil {

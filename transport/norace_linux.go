@@ -6,3 +6,6 @@ import "golang.org/x/sys/unix"
 
 // raceWritten: see race_linux.go; nothing without the race detector.
 func raceWritten([]unix.Iovec, int) {}
+
+// raceRead: see race_linux.go; nothing without the race detector.
+func raceRead([]unix.Iovec, int) {}

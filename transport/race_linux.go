@@ -21,3 +21,16 @@ func raceWritten(iov []unix.Iovec, n int) {
 		n -= m
 	}
 }
+
+// raceRead tells the race detector that a raw system call read the first n
+// bytes of iov (unix.Writev does the same for its own calls).
+func raceRead(iov []unix.Iovec, n int) {
+	for _, v := range iov {
+		m := min(int(v.Len), n)
+		if m <= 0 {
+			return
+		}
+		runtime.RaceReadRange(unsafe.Pointer(v.Base), m)
+		n -= m
+	}
+}

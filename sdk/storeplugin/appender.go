@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
+	"github.com/replicatorhq/replicator/sdk/internal/shmring"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	"github.com/replicatorhq/replicator/sdk/store"
 )
@@ -65,6 +67,15 @@ type appender struct {
 	senderWG  sync.WaitGroup
 
 	batches, ops uint64 // sent, for Stats
+
+	// The append ring (ring.go): ringBusy while an entry is being filled
+	// (mu released); rings to unmap at close; counters for Stats.
+	ringBusy               bool
+	bell                   *appendStream // the sender rings its ring (ringPut)
+	rings                  []*shmring.Ring
+	ringWaits, notifies    uint64
+	ringEntries, ringBytes uint64
+	doorbells              atomic.Uint64
 }
 
 // appendStream is one Append stream and the batches sent on it that await
@@ -74,6 +85,7 @@ type appendStream struct {
 	inflight []*batch
 	unacked  int           // bytes of the batches in flight
 	done     chan struct{} // closed when its receiver exits
+	ring     *shmring.Ring // the side channel's append ring; nil: none
 }
 
 func newAppender(c *Client) *appender {
@@ -88,6 +100,7 @@ func newAppender(c *Client) *appender {
 func (a *appender) enqueue(op *pendingOp) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.waitRing() // the ring's entries go first
 	if a.closed {
 		return store.ErrClosed
 	}
@@ -121,6 +134,7 @@ func (a *appender) enqueueRaw(offset int64, data []byte, base int64, after func(
 	for !a.closed && a.queued >= maxQueuedBatches*a.c.cfg.BatchBytes {
 		a.cond.Wait()
 	}
+	a.waitRing() // the ring's entries go first
 	if a.closed {
 		return store.ErrClosed
 	}
@@ -182,8 +196,15 @@ func (a *appender) sendLoop() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for {
-		for !a.closed && !a.canSend() {
+		for !a.closed && !a.canSend() && a.bell == nil {
 			a.scond.Wait()
+		}
+		if st := a.bell; st != nil {
+			a.bell = nil
+			a.mu.Unlock()
+			a.doorbell(st)
+			a.mu.Lock()
+			continue
 		}
 		if a.closed {
 			failOps(a.queue, store.ErrClosed)
@@ -203,6 +224,10 @@ func (a *appender) sendLoop() {
 				continue
 			}
 			a.cur = &appendStream{s: s, done: make(chan struct{})}
+			if ss, ok := s.(*sideStream); ok && ss.ring != nil {
+				a.cur.ring = ss.ring
+				a.rings = append(a.rings, ss.ring)
+			}
 			a.c.wg.Add(1)
 			go a.recvLoop(a.cur)
 		}
@@ -251,6 +276,10 @@ func (a *appender) recvLoop(st *appendStream) {
 	defer close(st.done)
 	for {
 		ack, records, err := st.s.Recv()
+		if err == nil && st.ring != nil && ack.Seq == 0 && len(ack.Results) == 0 {
+			a.ringNotified(st)
+			continue
+		}
 		if err == nil {
 			a.mu.Lock()
 			if len(st.inflight) == 0 || st.inflight[0].seq != ack.Seq || len(ack.Results) != len(st.inflight[0].ops) || len(records) != len(ack.Results) {
@@ -285,6 +314,7 @@ func (a *appender) recvLoop(st *appendStream) {
 			err = fmt.Errorf("storeplugin: append stream: %w", a.c.fail(err))
 		}
 		a.mu.Lock()
+		a.ringLost(st, err)
 		for _, b := range st.inflight {
 			failOps(b.ops, err)
 		}
@@ -303,7 +333,11 @@ func (a *appender) recvLoop(st *appendStream) {
 func (a *appender) drain() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for len(a.queue) > 0 || (a.cur != nil && len(a.cur.inflight) > 0) || a.finishing > 0 {
+	for {
+		a.waitRing()
+		if len(a.queue) == 0 && (a.cur == nil || len(a.cur.inflight) == 0) && a.finishing == 0 {
+			return
+		}
 		a.cond.Wait()
 	}
 }
@@ -330,6 +364,20 @@ func (a *appender) close() {
 	}
 }
 
+// unmapRings unmaps the streams' rings, once every receiver has exited
+// (the client's wait group) and the appender is closed: no AppendAt fills
+// a ring once wmu is ours (closed: none starts).
+func (a *appender) unmapRings() {
+	a.c.wmu.Lock()
+	defer a.c.wmu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.rings {
+		r.Close()
+	}
+	a.rings = nil
+}
+
 // AppendStats counts what went over the append stream.
 type AppendStats struct {
 	Batches uint64 // batches sent
@@ -344,6 +392,14 @@ type AppendStats struct {
 	// SideChannel: the current append stream is the unix-socket side
 	// channel (false: the gRPC Append stream, or none open yet).
 	SideChannel bool
+	// Ring: the current side channel has a shared-memory append ring
+	// (Linux); RingEntries and RingBytes count the queued AppendAt that
+	// went through rings, Doorbells the plugin wake-ups for them,
+	// RingNotifies the plugin's notifications, RingWaits the host's waits
+	// on a ring (full, or emptying before a batch or a drain).
+	Ring                               bool
+	RingEntries, RingBytes             uint64
+	Doorbells, RingNotifies, RingWaits uint64
 }
 
 // Stats reports the append stream's counters.
@@ -355,9 +411,14 @@ func (c *Client) Stats() AppendStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	side := false
+	st := AppendStats{Batches: a.batches, Ops: a.ops, Queued: len(a.queue), Framed: framed,
+		TailReads: c.tailReads.Load(), StreamReads: c.streamReads.Load(),
+		Doorbells: a.doorbells.Load(), RingNotifies: a.notifies, RingWaits: a.ringWaits,
+		RingEntries: a.ringEntries, RingBytes: a.ringBytes}
 	if a.cur != nil {
 		_, side = a.cur.s.(*sideStream)
+		st.Ring = a.cur.ring != nil
 	}
-	return AppendStats{Batches: a.batches, Ops: a.ops, Queued: len(a.queue), SideChannel: side, Framed: framed,
-		TailReads: c.tailReads.Load(), StreamReads: c.streamReads.Load()}
+	st.SideChannel = side
+	return st
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicatorhq/replicator/sdk/internal/shmring"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -50,6 +51,12 @@ type ClientConfig struct {
 	// plugin holds the record. internal/pluginhost sets it unless the
 	// daemon asks for sync flush.
 	FrameAppends bool
+	// RingBytes is the data area of the shared-memory append ring that a
+	// queued AppendAt (a slave's frames) goes through on Linux, between
+	// the host and a plugin of this SDK (default 8 MiB, rounded to a
+	// multiple of 8 within [64 KiB, 256 MiB]; negative: no ring, the bytes
+	// go on the side channel). See ring.go and the package doc.
+	RingBytes int
 	// DisableSideChannel keeps appends on the gRPC Append stream and reads
 	// on ReadStream even when the plugin offers the unix-socket side
 	// channels (AppendChannel, ReadChannel).
@@ -75,6 +82,12 @@ func (c *ClientConfig) defaults() {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
+	}
+	if c.RingBytes == 0 {
+		c.RingBytes = defaultRingBytes
+	}
+	if c.RingBytes > 0 {
+		c.RingBytes = min(max(c.RingBytes&^7, shmring.MinData), shmring.MaxData)
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -108,6 +121,7 @@ type Client struct {
 	rd         *streamReader
 	noSide     atomic.Bool // the append side channel failed once: use the gRPC stream
 	noReadSide atomic.Bool // likewise for ReadChannel: use ReadStream
+	noRing     atomic.Bool // the plugin refused the append ring once
 
 	// Queued AppendAt (see AppendAt). wmu orders the check of the max
 	// offset with the enqueue.
@@ -156,6 +170,7 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 		cl.app.close()
 		cancel()
 		cl.wg.Wait()
+		cl.app.unmapRings()
 		return nil, err
 	}
 	return cl, nil
@@ -447,6 +462,13 @@ func (c *Client) appendAtQueued(offset int64, data []byte) (newMax int64, ok boo
 	if !ok {
 		return 0, false, nil
 	}
+	if used, err := c.app.ringPut(offset, len(data), func(room []byte) error {
+		copy(room, data)
+		c.tail.copyIn(offset, data)
+		return nil
+	}); used {
+		return c.ringQueued(offset, len(data), err)
+	}
 	// The tail's copy is the one the op sends; it is out of Read's reach
 	// (above Bounds().Max) until proj moves below.
 	return c.queueRaw(offset, base, c.tail.copyIn(offset, data))
@@ -479,6 +501,22 @@ func (c *Client) queueRaw(offset, base int64, own []byte) (newMax int64, ok bool
 		return 0, true, err
 	}
 	newMax = offset + int64(len(own))
+	c.mu.Lock()
+	c.proj = newMax
+	c.mu.Unlock()
+	c.watch.Notify()
+	return newMax, true, nil
+}
+
+// ringQueued finishes a queued AppendAt that went into the append ring:
+// as queueRaw, the max offset moves over it, or on err the tail forgets
+// what it may hold of the call (its bytes were copied in, unpublished).
+func (c *Client) ringQueued(offset int64, n int, err error) (newMax int64, ok bool, rerr error) {
+	if err != nil {
+		c.tail.invalidate()
+		return 0, true, err
+	}
+	newMax = offset + int64(n)
 	c.mu.Lock()
 	c.proj = newMax
 	c.mu.Unlock()
@@ -529,6 +567,19 @@ func (c *Client) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
 		if base, ok := c.queueable(offset, n); ok {
+			// Not copied into the tail (fresh tail blocks cost a page
+			// fault per 4 KiB): a Read of these bytes applies the ring
+			// and reads them from the plugin.
+			if used, err := c.app.ringPut(offset, n, func(room []byte) error {
+				_, err := io.ReadFull(r, room)
+				return err
+			}); used {
+				if err != nil {
+					err = fmt.Errorf("storeplugin: append at %d: %w", offset, err)
+				}
+				newMax, _, err := c.ringQueued(offset, n, err)
+				return newMax, err
+			}
 			own := c.tail.reserve(offset, n)
 			if _, err := io.ReadFull(r, own); err != nil {
 				return 0, fmt.Errorf("storeplugin: append at %d: %w", offset, err)
@@ -593,6 +644,7 @@ func (c *Client) Read(offset int64, max int) (store.View, error) {
 		}
 	}
 	c.streamReads.Add(1)
+	c.app.drainRing() // bytes the ring holds reach the plugin first
 	return c.rd.read(offset, end)
 }
 
@@ -711,6 +763,7 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	c.wg.Wait()
+	c.app.unmapRings()
 	c.rd.invalidate()
 	if c.tail != nil {
 		c.tail.invalidate()

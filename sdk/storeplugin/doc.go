@@ -70,8 +70,9 @@
 // so a slave slows to its plugin's pace. ClientConfig.SyncAppendAt makes
 // every AppendAt wait for its ack. The Client is a store.AppenderFrom: a
 // slave's receive loop hands it each frame body as a reader over the
-// socket, and a queued AppendAtFrom reads it into the tail block the batch
-// is sent from (one copy less than AppendAt from the loop's buffer).
+// socket, and a queued AppendAtFrom reads it into the append ring on Linux
+// (below), elsewhere into the tail block the batch is sent from (one copy
+// less than AppendAt from the loop's buffer).
 //
 // # Append side channel
 //
@@ -124,6 +125,73 @@
 // (ClientConfig.DisableSideChannel forces that). Plugin authors do nothing:
 // Serve provides it.
 //
+// # Append ring (Linux)
+//
+// A queued AppendAt (a slave's frames; see above) does not travel through
+// the append side channel's socket on Linux: the host creates a ring in
+// shared memory for each append side channel (sdk/internal/shmring, a
+// sealed memfd passed to the plugin over the channel's socket with
+// SCM_RIGHTS), reads each frame body from its TCP socket straight into the
+// ring (AppendAtFrom; AppendAt copies its bytes in), and the plugin's SDK
+// applies each entry with the store's AppendAt from there. A memfd rather
+// than a file in the plugin's directory: nothing to clean up after a crash,
+// no write-back of the ring's pages, the host never touches the plugin's
+// files, and the seals (no shrink, no grow) keep the plugin's mapping
+// whole whatever the host does to the file. One mapping, a 4096-byte
+// header and the data area (the machine's byte order; each counter on its
+// own cache line):
+//
+//	 0         8         12        16         24        64        72
+//	+---------+---------+---------+----------+---------+---------+-- ...
+//	| magic   | version | hdrSize | dataSize |         | head    |
+//	| RPLRING1| u32 = 1 | u32 4096| u64      |         | u64     |
+//	+---------+---------+---------+----------+---------+---------+-- ...
+//	 128       136       192       196        256       264
+//	+---------+-- ... --+---------+-- ... ----+---------+-- ...
+//	| tail    |         | sleeping|           | waiting |
+//	| u64     |         | u32     |           | u64     |
+//	+---------+-- ... --+---------+-- ... ----+---------+-- ...
+//	 320       324       328                  840              4096
+//	+---------+---------+--------------------+-- ... --------+------------
+//	| failed  | errLen  | err (512 bytes: a  |               | data area:
+//	| u32     | u32     | storev1.Error)     |               | entries
+//	+---------+---------+--------------------+-- ... --------+------------
+//
+//	head      host: bytes published (entries and wrap gaps) since the start
+//	tail      plugin: bytes applied since the start
+//	sleeping  1: the plugin is about to wait on the socket for a doorbell
+//	waiting   0: no; w > 0: the host waits until at most w-1 bytes are unapplied
+//	failed    1: the store refused an entry; err says why (the ring stops)
+//
+// Each entry, at an 8-byte aligned position (head and tail modulo the data
+// size), is a 16-byte header (log offset i64, length u32, kind u32: 1 =
+// AppendAt, 2 = a wrap gap to the area's end) and its bytes, padded to 8;
+// an entry never wraps. The plugin reads every value of the host's before
+// use (head within one data size ahead of its tail, an entry inside the
+// area and inside what head published, a known kind, a non-negative
+// offset): anything else is shmring.ErrCorrupt, and the channel closes.
+//
+// The socket carries the wake-ups only: the host rings (an AppendBatch
+// with seq 0 and no ops, written by the sender goroutine, never by the
+// slave's receive loop) when the plugin said it sleeps; the plugin
+// notifies (an AppendAck with seq 0 and no results) when the host waits
+// for room (until half the ring is free) or for the ring to empty, and
+// when it stops at a refused entry. A catch-up rings the plugin about
+// once per MiB instead of once per batch, and no batch is acked. Batches
+// and the ring never interleave: the host puts nothing in the ring while
+// batches are queued or unacked, and queues nothing while the ring holds
+// entries, so the store sees every append in the host's order. Read of
+// bytes that may still be in the ring applies the ring first; Flush,
+// ReadMessages, Truncate and Close drain it as they drain the queue.
+// AppendAtFrom's bytes are not kept in the host's tail (fresh tail blocks
+// cost a page fault per 4 KiB): reading them back reads the plugin's.
+// A ring entry the plugin refuses fails every later call, as a refused
+// queued AppendAt does. The ring is asked for with ringVersionBit in the
+// append channel's frame_version; a plugin that refuses it (an older
+// SDK, another platform) gets a channel without, and
+// ClientConfig.RingBytes < 0 turns it off. Plugin authors do nothing: the
+// store sees AppendAt, as before.
+//
 // # Crashes
 //
 // A store plugin process that dies is not restarted: appends acknowledged
@@ -131,13 +199,17 @@
 // not be applied (the store opened again recovers to a valid prefix of
 // what the host answered; a sync put's record is on the slave that acked
 // it, as after a machine crash that loses a builtin store's unflushed tail),
-// and the host's cached bounds and tail describe a process that is gone,
-// so only a fresh open (its recovery) can say what the log holds. Every
+// nor may the append ring's entries (what the store's AppendAt had written
+// of them is its recovery's to keep or cut, as for a batch in flight:
+// TestPluginCommitLogRingCrash), and the host's cached bounds and tail
+// describe a process that is gone, so only a fresh open (its recovery) can
+// say what the log holds. Every
 // call fails with ErrPluginShutdown and the daemon stops cleanly (exit 1);
 // its supervisor restarts the node, whose store recovers on open.
 //
-// Metrics: Client.Stats counts batches, appends, and reads served from the
-// tail or a ReadStream. Tests: sdk/storetest runs the conformance suite
+// Metrics: Client.Stats counts batches, appends, reads served from the
+// tail or a ReadStream, and the append ring's entries, doorbells,
+// notifications and waits. Tests: sdk/storetest runs the conformance suite
 // through this shim, in process (storetest.PluginFactory, go-plugin's
 // TestPluginGRPCConn) or against a plugin process (storetest.ProcessFactory).
 package storeplugin

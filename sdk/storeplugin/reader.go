@@ -299,7 +299,7 @@ func (r *streamReader) open(off int64) error {
 			if err != nil {
 				return err
 			}
-			return checkFrameVersion(resp.FrameVersion)
+			return checkFrameVersion(resp.FrameVersion, side.FrameVersion)
 		})
 		if err == nil {
 			r.cur = &cursor{rs: newSideChunks(f, &r.pool), next: off}

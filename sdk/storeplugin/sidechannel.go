@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/replicatorhq/replicator/sdk/internal/grpcopt"
+	"github.com/replicatorhq/replicator/sdk/internal/shmring"
 	"github.com/replicatorhq/replicator/sdk/internal/side"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	sdkstore "github.com/replicatorhq/replicator/sdk/store"
@@ -39,11 +40,19 @@ type appendConn interface {
 
 // sideStream is the host's end of an append side channel.
 type sideStream struct {
-	f   *side.FrameConn
-	ack storev1.AppendAck // reused: the appender is done with an ack before the next Recv
+	f    *side.FrameConn
+	ack  storev1.AppendAck // reused: the appender is done with an ack before the next Recv
+	ring *shmring.Ring     // the append ring (ring.go); nil: none
+	wmu  sync.Mutex        // one writer: batches and doorbells
 }
 
 func (s *sideStream) Send(b *storev1.AppendBatch, parts [][]byte) error {
+	return s.write(b, parts)
+}
+
+func (s *sideStream) write(b *storev1.AppendBatch, parts [][]byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	return s.f.WriteParts(b, parts)
 }
 
@@ -66,7 +75,11 @@ func (s *sideStream) Recv() (*storev1.AppendAck, [][]byte, error) {
 	return &s.ack, records, nil
 }
 
-func (s *sideStream) CloseSend() error { return s.f.CloseWrite() }
+func (s *sideStream) CloseSend() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.f.CloseWrite()
+}
 
 // grpcStream is the gRPC Append stream as an appendConn: the payloads go
 // back into the messages' fields.
@@ -144,25 +157,53 @@ func (c *Client) openAppend() (appendConn, error) {
 	return grpcStream{s}, nil
 }
 
+// openSide opens an append side channel, with the append ring (ring.go)
+// where the platform has it and the config allows it; a plugin that
+// refuses the ring (an older SDK, another platform) gets a channel without.
 func (c *Client) openSide() (appendConn, error) {
-	f, err := c.dialSide(func(ctx context.Context, sl *side.Listener) error {
-		resp, err := c.rpc.AppendChannel(ctx, &storev1.AppendChannelRequest{Socket: sl.Path, Token: sl.Token, FrameVersion: side.FrameVersion})
+	if c.cfg.RingBytes > 0 && shmring.Supported && !c.noRing.Load() {
+		s, err := c.openSideVersion(true)
+		if err == nil || !olderSDK(err) || errors.Is(c.fail(errors.Unwrap(err)), ErrPluginShutdown) {
+			return s, err
+		}
+		c.log.Debug("the plugin takes no append ring; queued appends go on the side channel", "error", err)
+		c.noRing.Store(true)
+	}
+	return c.openSideVersion(false)
+}
+
+func (c *Client) openSideVersion(ring bool) (appendConn, error) {
+	v := uint32(side.FrameVersion)
+	if ring {
+		v |= ringVersionBit
+	}
+	uc, err := c.dialSideConn(func(ctx context.Context, sl *side.Listener) error {
+		resp, err := c.rpc.AppendChannel(ctx, &storev1.AppendChannelRequest{Socket: sl.Path, Token: sl.Token, FrameVersion: v})
 		if err != nil {
 			return err
 		}
-		return checkFrameVersion(resp.FrameVersion)
+		return checkFrameVersion(resp.FrameVersion, v)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &sideStream{f: f}, nil
+	s := &sideStream{}
+	if ring {
+		if s.ring, err = c.sendRingSetup(uc, c.cfg.RingBytes); err != nil {
+			uc.Close()
+			return nil, err
+		}
+	}
+	s.f = side.NewFrameConn(uc, grpcopt.MaxMessageBytes)
+	return s, nil
 }
 
 // checkFrameVersion refuses a side channel whose plugin answered with
-// another frame layout (a plugin built with an older SDK answers 0).
-func checkFrameVersion(v uint32) error {
-	if v != side.FrameVersion {
-		return status.Errorf(codes.FailedPrecondition, "storeplugin: the plugin frames side channels as version %d, the host as %d", v, side.FrameVersion)
+// another frame layout than want (a plugin built with an older SDK
+// answers 0).
+func checkFrameVersion(v, want uint32) error {
+	if v != want {
+		return status.Errorf(codes.FailedPrecondition, "storeplugin: the plugin frames side channels as version %#x, the host as %#x", v, want)
 	}
 	return nil
 }
@@ -177,39 +218,29 @@ func olderSDK(err error) bool {
 
 // dialSide sets up a side channel: it listens, makes the call that asks
 // the plugin to dial in (call gets the listener's path and token), and
-// returns the accepted connection. A failed call comes back wrapped once
-// (errors.Unwrap gives the gRPC error).
+// returns the accepted connection, framed. A failed call comes back
+// wrapped once (errors.Unwrap gives the gRPC error).
 func (c *Client) dialSide(call func(context.Context, *side.Listener) error) (*side.FrameConn, error) {
+	uc, err := c.dialSideConn(call)
+	if err != nil {
+		return nil, err
+	}
+	return side.NewFrameConn(uc, grpcopt.MaxMessageBytes), nil
+}
+
+// dialSideConn is dialSide without the framing.
+func (c *Client) dialSideConn(call func(context.Context, *side.Listener) error) (*net.UnixConn, error) {
 	sl, err := side.Listen()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.CallTimeout)
 	defer cancel()
-	type accepted struct {
-		c   *net.UnixConn
-		err error
-	}
-	got := make(chan accepted, 1)
-	go func() {
-		uc, err := sl.Accept(ctx)
-		got <- accepted{uc, err}
-	}()
-	rerr := call(ctx, sl)
+	uc, rerr, aerr := sl.AcceptDuring(ctx, func(ctx context.Context) error { return call(ctx, sl) })
 	if rerr != nil {
-		cancel()
-	}
-	a := <-got
-	if rerr != nil {
-		if a.c != nil {
-			a.c.Close()
-		}
 		return nil, fmt.Errorf("storeplugin: side channel: %w", rerr)
 	}
-	if a.err != nil {
-		return nil, a.err
-	}
-	return side.NewFrameConn(a.c, grpcopt.MaxMessageBytes), nil
+	return uc, aerr
 }
 
 // sideConns tracks the plugin's side channel connections, closed with the
@@ -265,18 +296,20 @@ func (s *server) dialSide(ctx context.Context, socket string, token []byte) (sdk
 
 // frameVersionOK refuses, before dialing, a host that frames side channels
 // otherwise (a host built with an older SDK sends 0): it then uses the
-// gRPC stream.
-func frameVersionOK(v uint32) error {
-	if v != side.FrameVersion {
-		return status.Errorf(codes.FailedPrecondition, "storeplugin: the host frames side channels as version %d, this plugin as %d", v, side.FrameVersion)
+// gRPC stream. ring allows ringVersionBit (the append channel, where the
+// platform has the ring): a host refused it asks again without.
+func frameVersionOK(v uint32, ring bool) error {
+	if v != side.FrameVersion && (!ring || !shmring.Supported || v != side.FrameVersion|ringVersionBit) {
+		return status.Errorf(codes.FailedPrecondition, "storeplugin: the host frames side channels as version %#x, this plugin as %#x", v, side.FrameVersion)
 	}
 	return nil
 }
 
 // AppendChannel dials the host's side channel and serves an append stream
-// on it until the host ends it or the store closes.
+// on it until the host ends it or the store closes; with ringVersionBit,
+// the setup message and the append ring first (ring.go).
 func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRequest) (*storev1.AppendChannelResponse, error) {
-	if err := frameVersionOK(req.FrameVersion); err != nil {
+	if err := frameVersionOK(req.FrameVersion, true); err != nil {
 		return nil, err
 	}
 	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
@@ -285,23 +318,41 @@ func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRe
 	}
 	go func() {
 		defer s.sides.done(c)
+		var rc *ringConsumer
+		if req.FrameVersion&ringVersionBit != 0 {
+			r, err := recvRingSetup(c)
+			if err != nil {
+				s.logger.Warn("append channel refused", "error", err)
+				return
+			}
+			if r != nil {
+				defer r.Close()
+				rc = &ringConsumer{r: r, st: st}
+			}
+		}
 		f := side.NewFrameConn(c, grpcopt.MaxMessageBytes)
 		sctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var b storev1.AppendBatch // reused: serveAppend is done with a batch before the next recv
-		err := s.serveAppend(sctx, st, func() (*storev1.AppendBatch, [][]byte, error) {
+		recv := func() (*storev1.AppendBatch, [][]byte, error) {
 			b.Reset()
 			parts, err := f.ReadShared(&b)
 			if err == nil && len(parts) != len(b.Ops) {
 				err = fmt.Errorf("batch %d: %d parts for %d ops: %w", b.Seq, len(parts), len(b.Ops), side.ErrBadFrame)
 			}
 			return &b, parts, err
-		}, sideAcks{f})
+		}
+		if rc != nil {
+			read := recv
+			rc.notify = func() error { return f.WriteParts(ringNotify, nil) }
+			recv = func() (*storev1.AppendBatch, [][]byte, error) { return rc.recv(read) }
+		}
+		err := s.serveAppend(sctx, st, recv, sideAcks{f})
 		if err != nil && !errors.Is(err, net.ErrClosed) {
 			s.logger.Warn("append channel ended", "error", err)
 		}
 	}()
-	return &storev1.AppendChannelResponse{FrameVersion: side.FrameVersion}, nil
+	return &storev1.AppendChannelResponse{FrameVersion: req.FrameVersion}, nil
 }
 
 // sideAcks puts acks on an append side channel: queued while the next
@@ -321,7 +372,7 @@ func (a sideAcks) hold() bool   { return a.f.Buffered() }
 // on it until the max offset (then it half-closes), the host closes it or
 // the store closes.
 func (s *server) ReadChannel(ctx context.Context, req *storev1.ReadChannelRequest) (*storev1.ReadChannelResponse, error) {
-	if err := frameVersionOK(req.FrameVersion); err != nil {
+	if err := frameVersionOK(req.FrameVersion, false); err != nil {
 		return nil, err
 	}
 	st, c, err := s.dialSide(ctx, req.Socket, req.Token)

@@ -34,10 +34,18 @@ func TestPluginSideFrameVersion(t *testing.T) {
 			t.Fatalf("frame version 0: %v", err)
 		}
 	}
-	if err := checkFrameVersion(side.FrameVersion); err != nil {
+	if err := checkFrameVersion(side.FrameVersion, side.FrameVersion); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkFrameVersion(0); !olderSDK(fmt.Errorf("storeplugin: side channel: %w", err)) {
+	// The read channel takes no ring; a plugin that answers the ring
+	// request without the bit is refused like an older one.
+	if _, err := s.ReadChannel(context.Background(), &storev1.ReadChannelRequest{Socket: "/nonexistent/s", FrameVersion: side.FrameVersion | ringVersionBit}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("read channel asked for a ring: %v", err)
+	}
+	if err := checkFrameVersion(side.FrameVersion, side.FrameVersion|ringVersionBit); !olderSDK(fmt.Errorf("storeplugin: side channel: %w", err)) {
+		t.Fatalf("a plugin answering without the ring: %v", err)
+	}
+	if err := checkFrameVersion(0, side.FrameVersion); !olderSDK(fmt.Errorf("storeplugin: side channel: %w", err)) {
 		t.Fatalf("a plugin answering 0: %v", err)
 	}
 	if olderSDK(fmt.Errorf("x: %w", status.Error(codes.Unavailable, "gone"))) {

@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/hashicorp/go-hclog"
-	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/replicatorhq/replicator/sdk/internal/pluginkind"
 	"github.com/replicatorhq/replicator/sdk/plugin"
 	"github.com/replicatorhq/replicator/sdk/proto/storev1"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -41,26 +41,22 @@ func Serve(name, version string, open Opener) {
 		&Plugin{Open: open, Logger: plugin.Logger(name)})
 }
 
-// Plugin is the go-plugin plugin of the store kind. The plugin side sets
-// Open; the host side uses it empty and gets a *Conn from Dispense.
-type Plugin struct {
-	goplugin.NetRPCUnsupportedPlugin
-	Open   Opener
-	Logger hclog.Logger // handed to Open; nil = no logs
+// Plugin is the go-plugin plugin of the store kind (a goplugin.GRPCPlugin
+// with the fields Open and Logger). The plugin side sets Open (and Logger,
+// handed to Open; nil = no logs); the host side uses it empty and gets a
+// *Conn from Dispense.
+type Plugin = pluginkind.Plugin[Opener, service]
+
+// service is the store kind's part of Plugin.
+type service struct{}
+
+// Register registers the store service.
+func (service) Register(s *grpc.Server, open Opener, log hclog.Logger) {
+	storev1.RegisterStoreServer(s, newServer(open, log))
 }
 
-var _ goplugin.GRPCPlugin = (*Plugin)(nil)
-
-// GRPCServer registers the store service.
-func (p *Plugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	storev1.RegisterStoreServer(s, newServer(p.Open, p.Logger))
-	return nil
-}
-
-// GRPCClient returns a *Conn.
-func (p *Plugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
-	return &Conn{rpc: storev1.NewStoreClient(cc)}, nil
-}
+// Conn returns a *Conn.
+func (service) Conn(cc *grpc.ClientConn) any { return &Conn{rpc: storev1.NewStoreClient(cc)} }
 
 // Conn is the host's handle on a store plugin that has not opened its store
 // yet. Open it once.

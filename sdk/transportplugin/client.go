@@ -75,36 +75,21 @@ func (c *Conn) Open(ctx context.Context, req OpenRequest, cfg ClientConfig) (*Cl
 	if err != nil {
 		return nil, fmt.Errorf("transportplugin: open: %w", err)
 	}
-	actx, cancel := context.WithCancel(ctx)
-	type accepted struct {
-		c   *net.UnixConn
-		err error
-	}
-	got := make(chan accepted, 1)
-	go func() {
-		uc, err := sl.Accept(actx)
-		got <- accepted{uc, err}
-	}()
-	_, rerr := c.rpc.Open(ctx, &transportv1.OpenRequest{Options: req.Options, FdSocket: sl.Path, Token: sl.Token})
+	uc, rerr, aerr := sl.AcceptDuring(ctx, func(ctx context.Context) error {
+		_, err := c.rpc.Open(ctx, &transportv1.OpenRequest{Options: req.Options, FdSocket: sl.Path, Token: sl.Token})
+		return err
+	})
 	if rerr != nil {
-		cancel()
-	}
-	a := <-got
-	cancel()
-	if rerr != nil {
-		if a.c != nil {
-			a.c.Close()
-		}
 		return nil, fmt.Errorf("transportplugin: open: %w", fromStatus(rerr))
 	}
-	if a.err != nil {
-		return nil, fmt.Errorf("transportplugin: open: %w", a.err)
+	if aerr != nil {
+		return nil, fmt.Errorf("transportplugin: open: %w", aerr)
 	}
 	cl := &Client{
 		rpc:   c.rpc,
 		cfg:   cfg,
 		log:   cfg.Logger,
-		rx:    newFDReceiver(a.c),
+		rx:    newFDReceiver(uc),
 		dead:  make(chan struct{}),
 		dials: map[uint64]chan net.Conn{},
 		lns:   map[uint64]*listener{},

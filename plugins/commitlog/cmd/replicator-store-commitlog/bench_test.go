@@ -19,6 +19,7 @@ import (
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
 	"github.com/replicatorhq/replicator/sdk/storeplugin"
+	"github.com/replicatorhq/replicator/transport"
 )
 
 // The benchmarks of core (BenchmarkCatchUp, BenchmarkSyncPut) with the
@@ -48,6 +49,30 @@ func benchCatchUpSize(b *testing.B) int64 {
 }
 
 var benchModes = []string{"builtin", "external", "external-mtls"}
+
+// catchUpModes are BenchmarkPluginCatchUp's modes: benchModes, or the
+// comma-separated list in REPLICATOR_BENCH_MODES, which may also name
+// "external-slave" (a builtin master, an external slave) and
+// "external-master" (the other way round), to tell the two halves' costs
+// apart.
+func catchUpModes() []string {
+	if s := os.Getenv("REPLICATOR_BENCH_MODES"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return benchModes
+}
+
+// catchUpSides returns the master's and the slave's store modes of a
+// BenchmarkPluginCatchUp mode.
+func catchUpSides(mode string) (master, slave string) {
+	switch mode {
+	case "external-slave":
+		return "builtin", "external"
+	case "external-master":
+		return "external", "builtin"
+	}
+	return mode, mode
+}
 
 // pluginPath links the test binary as replicator-store-commitlog.
 func pluginPath(b testing.TB) string {
@@ -103,9 +128,38 @@ func (s *procStore) Close() error {
 	return err
 }
 
+// startCatchUpMaster starts a master of st on loopback that ships its log
+// from the first segment (a fresh slave catches up from there).
+func startCatchUpMaster(tb testing.TB, st store.Store, tr transport.Transport) *core.Master {
+	tb.Helper()
+	m, err := core.NewMaster(st, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// startCatchUpSlave starts a slave of st following the master at addr.
+func startCatchUpSlave(tb testing.TB, st store.Store, tr transport.Transport, addr string) *core.SlaveNode {
+	tb.Helper()
+	s, err := core.NewSlave(st, tr, core.SlaveConfig{MasterAddr: addr})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 // BenchmarkPluginCatchUp: a fresh slave catches up with a master holding
 // REPLICATOR_BENCH_CATCHUP bytes (default 256 MiB) over loopback TCP; both
-// stores builtin or both external.
+// stores builtin or both external (or one of each: catchUpModes). With an
+// external slave it also reports the plugin's wake-ups for the append
+// ring (doorbells/MiB) and the host's waits on it (ringwaits/MiB).
 func BenchmarkPluginCatchUp(b *testing.B) {
 	size := benchCatchUpSize(b)
 	plugin := pluginPath(b)
@@ -121,27 +175,23 @@ func BenchmarkPluginCatchUp(b *testing.B) {
 		}
 		st.Close()
 	}
-	for _, mode := range benchModes {
+	for _, mode := range catchUpModes() {
 		b.Run(mode, func(b *testing.B) {
-			mst := openMode(b, mode, plugin, mdir)
+			mmode, smode := catchUpSides(mode)
+			mst := openMode(b, mmode, plugin, mdir)
 			defer mst.Close()
 			total := mst.Bounds().Max
 			tr := tcptransport.New(tcptransport.DefaultOptions())
-			m, err := core.NewMaster(mst, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Start(); err != nil {
-				b.Fatal(err)
-			}
+			m := startCatchUpMaster(b, mst, tr)
 			defer m.Close()
 			b.SetBytes(total)
 			b.ResetTimer()
 			var elapsed time.Duration
+			var wakes, waits uint64 // the external slave's doorbells and ring waits
 			for i := range b.N {
 				b.StopTimer()
 				sdir := filepath.Join(b.TempDir(), fmt.Sprint("slave-", i))
-				sst := openMode(b, mode, plugin, sdir)
+				sst := openMode(b, smode, plugin, sdir)
 				grew := make(chan struct{}, 1)
 				cancel := sst.Watch(grew)
 				s, err := core.NewSlave(sst, tr, core.SlaveConfig{MasterAddr: m.Addr()})
@@ -158,6 +208,11 @@ func BenchmarkPluginCatchUp(b *testing.B) {
 				}
 				elapsed += time.Since(start)
 				b.StopTimer()
+				if ps, ok := sst.(*procStore); ok {
+					st := ps.Stats()
+					wakes += st.Doorbells
+					waits += st.RingWaits
+				}
 				cancel()
 				s.Close()
 				sst.Close()
@@ -165,6 +220,11 @@ func BenchmarkPluginCatchUp(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(total)*float64(b.N)/elapsed.Seconds()/1e6, "catchup_MB/s")
+			if smode != "builtin" {
+				mib := float64(total) * float64(b.N) / (1 << 20)
+				b.ReportMetric(float64(wakes)/mib, "doorbells/MiB")
+				b.ReportMetric(float64(waits)/mib, "ringwaits/MiB")
+			}
 		})
 	}
 }

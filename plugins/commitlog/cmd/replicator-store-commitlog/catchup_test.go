@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
-	"github.com/replicatorhq/replicator/core"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
 	"github.com/replicatorhq/replicator/sdk/store"
@@ -16,9 +16,9 @@ import (
 // TestPluginCommitLogCatchUp: a slave whose store is the plugin process
 // catches up over TCP from a master whose store is one too (the master
 // reads ahead on the read side channel into pooled chunks; the slave's
-// receive loop hands each frame body to the client's AppendAtFrom), and
-// the slave's files, reopened by the builtin store, hold the master's
-// bytes.
+// receive loop hands each frame body to the client's AppendAtFrom, which
+// on Linux reads it into the shared-memory append ring), and the slave's
+// files, reopened by the builtin store, hold the master's bytes.
 func TestPluginCommitLogCatchUp(t *testing.T) {
 	plugin := pluginPath(t)
 	mdir, sdir := filepath.Join(t.TempDir(), "master"), filepath.Join(t.TempDir(), "slave")
@@ -36,32 +36,23 @@ func TestPluginCommitLogCatchUp(t *testing.T) {
 	defer mst.Close()
 	total := mst.Bounds().Max
 	tr := tcptransport.New(tcptransport.DefaultOptions())
-	m, err := core.NewMaster(mst, tr, core.MasterConfig{ListenAddr: "127.0.0.1:0", StartFromFirstSegment: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	m := startCatchUpMaster(t, mst, tr)
 	defer m.Close()
 	sst := openMode(t, "external", plugin, sdir)
 	grew := make(chan struct{}, 1)
 	cancel := sst.Watch(grew)
-	s, err := core.NewSlave(sst, tr, core.SlaveConfig{MasterAddr: m.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s := startCatchUpSlave(t, sst, tr, m.Addr())
 	deadline := time.NewTimer(time.Minute) // a failure bound, not a wait
 	defer deadline.Stop()
 	for sst.Bounds().Max < total {
 		select {
 		case <-grew:
 		case <-deadline.C:
-			t.Fatalf("the slave reached %d of %d", sst.Bounds().Max, total)
+			t.Fatalf("the slave reached %d of %d; its client: %+v", sst.Bounds().Max, total, sst.(*procStore).Stats())
 		}
+	}
+	if st := sst.(*procStore).Stats(); runtime.GOOS == "linux" && (!st.Ring || st.RingBytes < uint64(total)/2) {
+		t.Fatalf("stats %+v: the slave's frames did not go through the shared-memory ring", st)
 	}
 	cancel()
 	s.Close()
