@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand"
+	"net"
 	"testing"
 	"time"
 )
@@ -16,13 +17,7 @@ import (
 // peer's close ends the stream with io.EOF and StopReadAhead ends the
 // goroutine (goleak checks the package).
 func TestConnReaderReadAheadTCP(t *testing.T) {
-	c, srv := tcpPair(t)
-	r := NewConnReader(c, time.Minute)
-	if !r.StartReadAhead() {
-		t.Skip("no file descriptor: read-ahead is Linux-only")
-	}
-	defer r.StopReadAhead()
-	defer c.Close()
+	r, srv := readAheadPair(t)
 	if r.StartReadAhead() {
 		t.Fatal("second StartReadAhead started another goroutine")
 	}
@@ -102,13 +97,7 @@ func TestConnReaderReadAheadStopFull(t *testing.T) {
 // once it has drained the socket, handing the reads back to the caller;
 // the bytes come out whole and in order through both.
 func TestConnReaderReadAheadAdaptive(t *testing.T) {
-	c, srv := tcpPair(t)
-	r := NewConnReader(c, time.Minute)
-	if !r.StartReadAhead() {
-		t.Skip("no file descriptor: read-ahead is Linux-only")
-	}
-	defer r.StopReadAhead()
-	defer c.Close()
+	r, srv := readAheadPair(t)
 	rnd := rand.New(rand.NewSource(2))
 	small := make([]byte, 3000)
 	for i := range 20 {
@@ -327,13 +316,7 @@ func TestDirectReaderView(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, srv := tcpPair(t)
-			cr := NewConnReader(c, time.Minute)
-			if !cr.StartReadAhead() {
-				t.Skip("no file descriptor: read-ahead is Linux-only")
-			}
-			defer cr.StopReadAhead()
-			defer c.Close()
+			cr, srv := readAheadPair(t)
 			next, d := tc.open(cr)
 			if !d.Views() {
 				t.Fatal("Views false on a ConnReader reading ahead")
@@ -374,13 +357,7 @@ func TestDirectReaderView(t *testing.T) {
 // TestDirectReaderViewTruncated: a body cut off by the peer's close ends
 // in ErrTruncated (also io.ErrUnexpectedEOF) through View, as through Read.
 func TestDirectReaderViewTruncated(t *testing.T) {
-	c, srv := tcpPair(t)
-	cr := NewConnReader(c, time.Minute)
-	if !cr.StartReadAhead() {
-		t.Skip("no file descriptor: read-ahead is Linux-only")
-	}
-	defer cr.StopReadAhead()
-	defer c.Close()
+	cr, srv := readAheadPair(t)
 	d := NewDirectReader(cr, 0)
 	stream := AppendFrame(nil, 0, make([]byte, 3*aheadSize))
 	go func() {
@@ -404,4 +381,21 @@ func TestDirectReaderViewTruncated(t *testing.T) {
 	if got != 3*aheadSize-100 {
 		t.Fatalf("%d body bytes before the error, want %d", got, 3*aheadSize-100)
 	}
+}
+
+// readAheadPair is a TCP pair whose client end reads ahead through a
+// ConnReader (the test is skipped where read-ahead is unsupported); the
+// reader's goroutine is stopped and the connection closed at the test's end.
+func readAheadPair(t *testing.T) (r *ConnReader, srv net.Conn) {
+	t.Helper()
+	c, srv := tcpPair(t)
+	r = NewConnReader(c, time.Minute)
+	if !r.StartReadAhead() {
+		t.Skip("no file descriptor: read-ahead is Linux-only")
+	}
+	t.Cleanup(func() {
+		c.Close()
+		r.StopReadAhead()
+	})
+	return r, srv
 }

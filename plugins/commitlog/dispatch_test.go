@@ -51,14 +51,7 @@ func TestDispatchBackground(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	mustClose(t, replica)
-	c, err := readCheckpoint(vfs.Default, replica.ckptPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Scan != mend || !maps.EqualFunc(c.Queues, want, maps.Equal) {
-		t.Fatalf("checkpoint after Close: scan %d (want %d), queues %v (want %v)", c.Scan, mend, c.Queues, want)
-	}
+	closeAndCheckCheckpoint(t, replica, mend, want)
 }
 
 // TestDispatchInline: AppendAtFrom dispatches the records of the frames
@@ -140,14 +133,7 @@ func testDispatchInline(t *testing.T, views bool) {
 	if d != mend || !maps.EqualFunc(got, want, maps.Equal) {
 		t.Fatalf("dispatched %d (want %d), queues %v (want %v)", d, mend, got, want)
 	}
-	mustClose(t, replica)
-	c, err := readCheckpoint(vfs.Default, replica.ckptPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Scan != mend || !maps.EqualFunc(c.Queues, want, maps.Equal) {
-		t.Fatalf("checkpoint after Close: scan %d (want %d), queues %v (want %v)", c.Scan, mend, c.Queues, want)
-	}
+	closeAndCheckCheckpoint(t, replica, mend, want)
 }
 
 // TestShortMatchesVerifyHeader: the inline walk's allocation-free check
@@ -276,6 +262,13 @@ func TestDispatchInlineViewBig(t *testing.T) {
 			}
 		}
 	}
+	closeAndCheckCheckpoint(t, replica, mend, want)
+}
+
+// closeAndCheckCheckpoint closes replica and checks that the checkpoint
+// Close wrote scanned to mend and holds the queue table want.
+func closeAndCheckCheckpoint(t *testing.T, replica *Log, mend int64, want queueTable) {
+	t.Helper()
 	mustClose(t, replica)
 	c, err := readCheckpoint(vfs.Default, replica.ckptPath)
 	if err != nil {
