@@ -279,9 +279,14 @@ func (s *sideConns) closeAll() {
 	s.wg.Wait()
 }
 
-// dialSide dials the host's side channel for a stream on the open store;
-// the caller serves it in a goroutine that ends with s.sides.done(c).
-func (s *server) dialSide(ctx context.Context, socket string, token []byte) (sdkstore.Store, *net.UnixConn, error) {
+// dialSide refuses a host that frames side channels as another version
+// (frameVersionOK), then dials the host's side channel for a stream on the
+// open store; the caller serves it in a goroutine that ends with
+// s.sides.done(c).
+func (s *server) dialSide(ctx context.Context, version uint32, ring bool, socket string, token []byte) (sdkstore.Store, *net.UnixConn, error) {
+	if err := frameVersionOK(version, ring); err != nil {
+		return nil, nil, err
+	}
 	st, err := s.store()
 	if err != nil {
 		return nil, nil, err
@@ -309,10 +314,7 @@ func frameVersionOK(v uint32, ring bool) error {
 // on it until the host ends it or the store closes; with ringVersionBit,
 // the setup message and the append ring first (ring.go).
 func (s *server) AppendChannel(ctx context.Context, req *storev1.AppendChannelRequest) (*storev1.AppendChannelResponse, error) {
-	if err := frameVersionOK(req.FrameVersion, true); err != nil {
-		return nil, err
-	}
-	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
+	st, c, err := s.dialSide(ctx, req.FrameVersion, true, req.Socket, req.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -372,10 +374,7 @@ func (a sideAcks) hold() bool   { return a.f.Buffered() }
 // on it until the max offset (then it half-closes), the host closes it or
 // the store closes.
 func (s *server) ReadChannel(ctx context.Context, req *storev1.ReadChannelRequest) (*storev1.ReadChannelResponse, error) {
-	if err := frameVersionOK(req.FrameVersion, false); err != nil {
-		return nil, err
-	}
-	st, c, err := s.dialSide(ctx, req.Socket, req.Token)
+	st, c, err := s.dialSide(ctx, req.FrameVersion, false, req.Socket, req.Token)
 	if err != nil {
 		return nil, err
 	}
