@@ -54,18 +54,13 @@ const (
 	SlaveNotAvailable               // SLAVE_NOT_AVAILABLE: stored, no slave to replicate to
 )
 
+// String is the status's name on the producer stream (producer.proto's
+// Status, where PUT_OK is 1), or UNKNOWN.
 func (s Status) String() string {
-	switch s {
-	case PutOK:
-		return "PUT_OK"
-	case FlushDiskTimeout:
-		return "FLUSH_DISK_TIMEOUT"
-	case FlushSlaveTimeout:
-		return "FLUSH_SLAVE_TIMEOUT"
-	case SlaveNotAvailable:
-		return "SLAVE_NOT_AVAILABLE"
+	if s < PutOK || s > SlaveNotAvailable {
+		return "UNKNOWN"
 	}
-	return "UNKNOWN"
+	return producerv1.Status(s + 1).String()
 }
 
 // Result is a stored put.

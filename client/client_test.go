@@ -268,3 +268,20 @@ func TestLocalChecks(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// TestStatusString: the statuses print as RocketMQ's PutMessageStatus
+// names (the producer stream's enum), anything else as UNKNOWN.
+func TestStatusString(t *testing.T) {
+	for s, want := range map[client.Status]string{
+		client.PutOK:             "PUT_OK",
+		client.FlushDiskTimeout:  "FLUSH_DISK_TIMEOUT",
+		client.FlushSlaveTimeout: "FLUSH_SLAVE_TIMEOUT",
+		client.SlaveNotAvailable: "SLAVE_NOT_AVAILABLE",
+		client.Status(-1):        "UNKNOWN",
+		client.Status(4):         "UNKNOWN",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("Status(%d).String() = %q, want %q", int(s), got, want)
+		}
+	}
+}
