@@ -96,7 +96,7 @@
 // store.AppenderFrom's AppendAtFrom straight from the socket), report (the
 // loop decides: before it waits, when the reader says nothing is buffered
 // (transport.ErrWouldBlock from an armed transport.ConnReader); after every
-// autoswitch heartbeat; at least every 1 MiB applied). A store never
+// autoswitch heartbeat; at least every 4 MiB applied). A store never
 // reports, so a change of reader or store cannot change when acks go out.
 //
 // When the store implements store.AppenderFrom (the commitlog store does) and the
@@ -105,7 +105,7 @@
 // (transport.DirectReader or AutoSwitchDirectReader over a
 // transport.ConnReader; the commitlog store writes each body with pwrite
 // straight from the read-ahead ring: transport.DirectReader.View), and reports when the socket runs dry —
-// everything received is applied — and at least every 1 MiB. On such a
+// everything received is applied — and at least every 4 MiB. On such a
 // connection the ConnReader reads the socket ahead of the loop, on a
 // goroutine of its own, into a ring of four 1 MiB buffers
 // (ConnReader.StartReadAhead), so that the next frames arrive while the
@@ -193,7 +193,7 @@
 // (transport.ConnReader); when the reader would have to wait for the
 // master it answers transport.ErrWouldBlock instead — everything received
 // is applied — and the loop reports, then reads again, waiting. It also
-// reports every 1 MiB applied during a catch-up that never runs dry.
+// reports every 4 MiB applied during a catch-up that never runs dry.
 //
 // # Classic hardening
 //
