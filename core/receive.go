@@ -51,10 +51,10 @@ func (ss *slaveSession) newReceiver() receiver {
 	switch {
 	case direct && as:
 		r := transport.NewAutoSwitchDirectReader(ss.cr, s.cfg.MaxFrameBody)
-		return &asDirectRx{app: app, r: r, br: newBodyReader(r, r.Views())}
+		return &asDirectRx{app: app, r: r, br: newBodyReader(r)}
 	case direct:
 		r := transport.NewDirectReader(ss.cr, s.cfg.MaxFrameBody)
-		return &classicDirectRx{app: app, r: r, br: newBodyReader(r, r.Views())}
+		return &classicDirectRx{app: app, r: r, br: newBodyReader(r)}
 	case as:
 		return &asBufRx{r: transport.NewMasterFrameReader(ss.cr, s.cfg.MaxFrameBody)}
 	}
@@ -102,26 +102,29 @@ type bodyReader struct {
 
 // bodyViewer is a direct reader's body: Read copies, View hands out the
 // reader's own memory (transport.DirectReader.View, on a ConnReader
-// reading ahead).
+// reading ahead: Views).
 type bodyViewer interface {
 	io.Reader
-	View(max int) ([]byte, error)
+	store.Viewer
+	Views() bool
 }
 
-// newBodyReader returns the body reader of a direct receiver reading r;
-// views is r's Views().
-func newBodyReader(r bodyViewer, views bool) bodyReader {
+// newBodyReader returns the body reader of a direct receiver reading r,
+// taking views when r hands them out.
+func newBodyReader(r bodyViewer) bodyReader {
 	br := bodyReader{r: r}
-	if views {
+	if r.Views() {
 		br.v = r
 	}
 	return br
 }
 
-// viewBody is a bodyReader whose bytes the store may take as views, with
-// View, instead of copying them with Read: commitlog's AppendAtFrom then
+// viewBody is a bodyReader whose bytes the store may take as views (a
+// store.Viewer), instead of copying them with Read: commitlog's AppendAtFrom then
 // writes the read-ahead ring's bytes to the segment file directly.
 type viewBody bodyReader
+
+var _ store.Viewer = (*viewBody)(nil)
 
 func (b *viewBody) Read(p []byte) (int, error) { return (*bodyReader)(b).Read(p) }
 

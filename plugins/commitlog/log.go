@@ -382,10 +382,8 @@ const fillChunk = 1 << 20
 
 // AppendAtFrom is AppendAt with the n bytes read from r (as io.ReadFull)
 // through a buffer the log keeps, fillChunk at a time, and written to the
-// segment file. If r also has a method View(max int) ([]byte, error) that
-// returns its next 1..max bytes in its own memory, valid until its next
-// call (a slave's frame reader on its read-ahead ring), the bytes are
-// written from there instead, without the copy into the log's buffer. The
+// segment file. If r is also a store.Viewer (a slave's frame reader on its
+// read-ahead ring), the bytes are written from its views instead, without the copy into the log's buffer. The
 // log's lock is not held while r is read, so readers, Bounds, flushes and
 // checkpoints go on meanwhile; nothing becomes visible before all n bytes
 // are in. Writers (Append, AppendAt, AppendAtFrom, Truncate) wait until it
@@ -397,7 +395,7 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("commitlog: append at %d: negative length %d", offset, n)
 	}
-	vr, views := r.(viewReader)
+	vr, views := r.(store.Viewer)
 	l.mu.Lock()
 	seg, mx, err := l.prepareAt(offset, n)
 	if err != nil || n == 0 {
@@ -449,13 +447,6 @@ func (l *Log) AppendAtFrom(offset int64, n int, r io.Reader) (int64, error) {
 	return l.publishAt(seg, mx, n), nil
 }
 
-// viewReader is what AppendAtFrom writes from without a copy when its
-// reader has it: View returns the next 1..max bytes in the reader's own
-// memory, valid until the reader's next call.
-type viewReader interface {
-	View(max int) ([]byte, error)
-}
-
 // maxEmptyViews bounds the views in a row that return no bytes and no
 // error before AppendAtFrom gives up with io.ErrNoProgress.
 const maxEmptyViews = 100
@@ -483,7 +474,7 @@ func (l *Log) fillCopy(seg *segment, pos int64, n int, r io.Reader, buf []byte) 
 // fillViews writes n bytes of r's views at pos of seg, walking their
 // records (w) while they are in r's memory; it returns how many were
 // written.
-func (l *Log) fillViews(seg *segment, pos int64, n int, r viewReader, w *viewWalk) (int, error) {
+func (l *Log) fillViews(seg *segment, pos int64, n int, r store.Viewer, w *viewWalk) (int, error) {
 	done, empty := 0, 0
 	for done < n {
 		v, rerr := r.View(n - done)

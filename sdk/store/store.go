@@ -84,8 +84,9 @@ type Store interface {
 // assertion. A slave whose log implements it, on a connection with a file
 // descriptor (plain TCP), hands each frame body to the log as a reader
 // over the socket, instead of reading it into a buffer of its own for
-// AppendAt: the log chooses where the bytes land (the commitlog store reads them into a buffer it reuses
-// and writes them to the segment file with pwrite).
+// AppendAt: the log chooses where the bytes land (the commitlog store
+// writes them to the segment file with pwrite, from the reader's views
+// when it is a Viewer, else through a buffer it reuses).
 //
 // AppendAtFrom reads exactly n bytes from r (as io.ReadFull) and appends
 // them at offset under AppendAt's rules: offset equals the max offset (or
@@ -97,6 +98,17 @@ type Store interface {
 // any lock that Read, Bounds or a flush needs.
 type AppenderFrom interface {
 	AppendAtFrom(offset int64, n int, r io.Reader) (int64, error)
+}
+
+// Viewer is an optional capability of the reader a slave hands to
+// AppendAtFrom, found with a type assertion: when the slave's socket reads
+// ahead, View returns the reader's next 1..max bytes in its own memory
+// (the read-ahead ring), valid until the reader's next call, and io.EOF
+// after the last. A log that takes views writes them where they lie,
+// without copying them into a buffer of its own (the commitlog store
+// does).
+type Viewer interface {
+	View(max int) ([]byte, error)
 }
 
 // AppendResult describes a record that Append stored.
