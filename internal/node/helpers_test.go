@@ -114,6 +114,25 @@ func putMessages(t *testing.T, hc *http.Client, url string, n int) api.PutAnswer
 	return last
 }
 
+// replicated waits until the node at url holds the record put answered
+// (an async master answers before its slave has it; a read past the
+// slave's log is a 416, not a long poll) and returns that record.
+func replicated(t *testing.T, hc *http.Client, url string, put api.PutAnswer) api.Message {
+	t.Helper()
+	eventually(t, "replica reaches the put's end", 20*time.Second, func() error {
+		if st := nodeStatus(t, hc, url); st.MaxOffset < put.NextOffset {
+			return fmt.Errorf("max offset %d, want %d", st.MaxOffset, put.NextOffset)
+		}
+		return nil
+	})
+	var page api.Messages
+	getJSON(t, hc, fmt.Sprintf("%s/v1/messages?offset=%d&max=1", url, put.Offset), &page)
+	if len(page.Messages) != 1 {
+		t.Fatalf("read at %d: %d messages, want 1", put.Offset, len(page.Messages))
+	}
+	return page.Messages[0]
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, d time.Duration, cond func() error) {
 	t.Helper()

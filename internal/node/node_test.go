@@ -1,9 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -35,6 +35,10 @@ func getJSON(t *testing.T, hc *http.Client, url string, v any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
+	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +80,8 @@ func TestNodeInProcess(t *testing.T) {
 
 	last := putMessages(t, hc, mURL, 50)
 	getJSON(t, hc, mURL+"/v1/status", &mst)
-	// Long polls on the last record: each returns as soon as the slave's
-	// log grows past its start.
-	for {
-		var page api.Messages
-		getJSON(t, hc, fmt.Sprintf("%s/v1/messages?offset=%d&wait=20s", sURL, last.Offset), &page)
-		if len(page.Messages) == 1 && string(page.Messages[0].Body) == "m49" {
-			break
-		}
+	if got := replicated(t, hc, sURL, last); string(got.Body) != "m49" {
+		t.Fatalf("slave's last message %q, want m49", got.Body)
 	}
 	var sst api.Status
 	getJSON(t, hc, sURL+"/v1/status", &sst)

@@ -103,10 +103,8 @@ func TestThirdPartyTransportPlugin(t *testing.T) {
 		t.Fatalf("slave's transport got %+v, want ClientTLS alone", got)
 	}
 	last := putMessages(t, hc, mURL, 20)
-	var page api.Messages
-	getJSON(t, hc, fmt.Sprintf("http://%s/v1/messages?offset=%d&wait=20s", s.n.Addr(), last.Offset), &page)
-	if len(page.Messages) != 1 || string(page.Messages[0].Body) != "m19" {
-		t.Fatalf("slave's last message: %+v", page.Messages)
+	if got := replicated(t, hc, "http://"+s.n.Addr(), last); string(got.Body) != "m19" {
+		t.Fatalf("slave's last message %q, want m19", got.Body)
 	}
 	if calls.Load() < 2 {
 		t.Fatalf("%d Listen/Dial calls on the secured transports, want the master's Listen and the slave's Dial", calls.Load())
