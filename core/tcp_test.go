@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/internal/testlog"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
@@ -33,14 +34,7 @@ func openLog(t testing.TB, dir string) *commitlog.Log {
 }
 
 func tlogger(t testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "tcp", Level: hclog.Info, Output: tlogWriter{t}, DisableTime: true})
-}
-
-type tlogWriter struct{ t testing.TB }
-
-func (w tlogWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
+	return hclog.New(&hclog.LoggerOptions{Name: "tcp", Level: hclog.Info, Output: testlog.Writer(t), DisableTime: true})
 }
 
 func msg(i int) *record.Message {

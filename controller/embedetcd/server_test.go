@@ -9,13 +9,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/replicatorhq/replicator/internal/testlog"
 )
 
 func TestSingleMember(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	s, err := Start(ctx, Config{Dir: dir, ClientAddr: "127.0.0.1:0", Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})})
+	s, err := Start(ctx, Config{Dir: dir, ClientAddr: "127.0.0.1:0", Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testlog.Writer(t)})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,3 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }

@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/replicatorhq/replicator/controller"
 	"github.com/replicatorhq/replicator/core"
+	"github.com/replicatorhq/replicator/internal/testlog"
 )
 
 // The confirmer plugs into core's master.
@@ -33,21 +35,27 @@ func newClient(t *testing.T) *clientv3.Client {
 	return cli
 }
 
+// prefixes holds each test's key prefix: the stores of one test share it,
+// and a test run again (-count) gets a fresh one, so no state is left
+// from the run before in the shared etcd.
+var (
+	prefixes  sync.Map // *testing.T → string
+	prefixSeq atomic.Int64
+)
+
+func testPrefix(t *testing.T) string {
+	p, _ := prefixes.LoadOrStore(t, fmt.Sprintf("/test-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), prefixSeq.Add(1)))
+	return p.(string)
+}
+
 func newStore(t *testing.T, cli *clientv3.Client, reg prometheus.Registerer) *Store {
 	t.Helper()
-	s, err := New(Config{Client: cli, Prefix: "/test-" + strings.ReplaceAll(t.Name(), "/", "-"), Registerer: reg,
-		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testWriter{t}})})
+	s, err := New(Config{Client: cli, Prefix: testPrefix(t), Registerer: reg,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: testlog.Writer(t)})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
 }
 
 func ctxT(t *testing.T) context.Context {

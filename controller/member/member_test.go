@@ -27,6 +27,7 @@ import (
 	"github.com/replicatorhq/replicator/core"
 	"github.com/replicatorhq/replicator/core/epoch"
 	"github.com/replicatorhq/replicator/internal/freeport"
+	"github.com/replicatorhq/replicator/internal/testlog"
 	"github.com/replicatorhq/replicator/plugins/commitlog"
 	tcptransport "github.com/replicatorhq/replicator/plugins/transport-tcp"
 	"github.com/replicatorhq/replicator/sdk/record"
@@ -51,15 +52,8 @@ func openLog(t testing.TB, dir string) *commitlog.Log {
 	return l
 }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
-}
-
 func testLogger(t testing.TB, name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: testWriter{t}, DisableTime: true})
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: testlog.Writer(t), DisableTime: true})
 }
 
 // freeAddr returns a loopback address with a port free right now (the HA

@@ -7,32 +7,24 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/replicatorhq/replicator/internal/testlog"
 	"github.com/replicatorhq/replicator/sdk/record"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // testOptions: small segments, logs to t, background work on.
 func testOptions(t testing.TB, segSize int64) Options {
 	o := DefaultOptions()
 	o.SegmentSize = segSize
-	o.Logger = hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Debug})
-	if testing.Verbose() == false {
-		o.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	o.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	if testing.Verbose() {
+		o.Logger = testlog.Logger(t, "", hclog.Debug)
 	}
 	return o
 }

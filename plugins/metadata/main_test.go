@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
+
+	"github.com/replicatorhq/replicator/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -112,17 +114,9 @@ func newTestLogger(t *testing.T, buf *logBuffer) hclog.Logger {
 		opts.Output = buf
 		opts.JSONFormat = true
 	} else {
-		opts.Output = testWriter{t}
+		opts.Output = testlog.Writer(t)
 	}
 	return hclog.New(opts)
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // dirSnapshot maps every file name in dir to its content.
