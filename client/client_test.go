@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
 	"github.com/replicatorhq/replicator/client"
@@ -20,6 +21,7 @@ import (
 	"github.com/replicatorhq/replicator/internal/api"
 	"github.com/replicatorhq/replicator/internal/node"
 	"github.com/replicatorhq/replicator/internal/pluginhost"
+	"github.com/replicatorhq/replicator/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -36,6 +38,9 @@ func runNode(t testing.TB, cfg node.Config) (*node.Node, func()) {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	cfg.Registry, cfg.SegmentSize, cfg.Version = pluginhost.Builtin(), 4<<20, "test"
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("node%d", cfg.BrokerID), Level: hclog.Debug, Output: testlog.OnFailure(t)})
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

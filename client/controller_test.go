@@ -29,7 +29,10 @@ func TestControllerFailover(t *testing.T) {
 		nodes[id], stops[id] = runNode(t, node.Config{Role: core.SyncMaster, PromoteRole: core.SyncMaster, Protocol: core.ProtocolAutoSwitch,
 			BrokerID: id, DataDir: filepath.Join(dir, fmt.Sprint(id)), HAListen: ctltest.FreeAddr(t), SlaveTimeout: 3 * time.Second,
 			ReconnectDelay: 20 * time.Millisecond, HAReportInterval: 50 * time.Millisecond,
-			Controller: &node.ControllerConfig{Store: store, Group: "g", LeaseTTL: time.Second}})
+			// A 3 s lease: a busy machine does not miss renewals and fence a
+			// healthy master; the stopped master revokes its lease, so the
+			// failover does not wait for it.
+			Controller: &node.ControllerConfig{Store: store, Group: "g", LeaseTTL: 3 * time.Second}})
 	}
 	t.Cleanup(hc.CloseIdleConnections)
 	var first int64

@@ -51,7 +51,7 @@ func TestE2EBenchAPI(t *testing.T) {
 	t.Parallel()
 	prof := t.TempDir()
 	args := append([]string{"bench", "--json", "--via", "api", "--producers", "3", "--dir", t.TempDir(), "--profile", prof}, benchTiny...)
-	code, out, errb := runCLI(t, "", args...)
+	code, out, errb := runBenchCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
@@ -121,7 +121,7 @@ func TestE2EBenchExternal(t *testing.T) {
 	plugins := pluginBinaries(t)
 	args := append([]string{"--plugins", plugins, "bench", "--json", "--store", "external", "--producers", "2", "--dir", t.TempDir()}, benchTiny...)
 	args = append(args, "catchup", "sync")
-	code, out, errb := runCLI(t, "", args...)
+	code, out, errb := runBenchCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
@@ -146,7 +146,7 @@ func TestE2EBenchTable(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	args := append([]string{"bench", "--via", "library", "--producers", "2", "--dir", dir}, benchTiny...)
-	code, out, errb := runCLI(t, "", append(args, "async")...)
+	code, out, errb := runBenchCLI(t, append(args, "async")...)
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}

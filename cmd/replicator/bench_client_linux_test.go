@@ -16,7 +16,7 @@ func TestE2EBenchClient(t *testing.T) {
 	if redisErr == nil {
 		args = append(args, "--peers", "redis")
 	}
-	code, out, errb := runCLI(t, "", append(args, "sync", "async")...)
+	code, out, errb := runBenchCLI(t, append(args, "sync", "async")...)
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}

@@ -157,13 +157,17 @@ func TestControllerProcess(t *testing.T) {
 		return nil
 	})
 	wcli.Close() // before the stop: etcd's graceful stop waits for open clients
-	// The supervisor's decisions are counted on etcd's /metrics.
-	code, body := httpDo(t, "GET", url+"/metrics", nil, nil)
-	for _, want := range []string{`replicator_controller_decisions_total{outcome="elected"} 1`, `replicator_controller_decisions_total{outcome="no_master"} 1`} {
-		if code != 200 || !strings.Contains(string(body), want) {
-			t.Fatalf("metrics (status %d) lack %s", code, want)
+	// The supervisor's decisions are counted on etcd's /metrics: just
+	// after it wrote the state the test saw, so the count may lag.
+	eventually(t, "the decisions counted", func() error {
+		code, body := httpDo(t, "GET", url+"/metrics", nil, nil)
+		for _, want := range []string{`replicator_controller_decisions_total{outcome="elected"} 1`, `replicator_controller_decisions_total{outcome="no_master"} 1`} {
+			if code != 200 || !strings.Contains(string(body), want+"\n") {
+				return fmt.Errorf("metrics (status %d) lack %s", code, want)
+			}
 		}
-	}
+		return nil
+	})
 
 	// SIGTERM: a clean exit; a restart on the same directory keeps the state.
 	p.stop()

@@ -372,7 +372,25 @@ func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 // runCLIEnv is runCLI with extra environment variables.
 func runCLIEnv(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	return runCLIWithin(t, 2*waitTimeout, env, stdin, args...)
+}
+
+// benchTimeout bounds a `replicator bench` run of the tests: tiny
+// scenarios, but each starts daemons and measures the limits first, and
+// the bench tests run beside each other and other packages' tests.
+const benchTimeout = 4 * time.Minute
+
+// runBenchCLI runs `replicator bench` (args after the global flags) to
+// completion within benchTimeout.
+func runBenchCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runCLIWithin(t, benchTimeout, nil, "", args...)
+}
+
+// runCLIWithin is runCLIEnv with its own time limit.
+func runCLIWithin(t *testing.T, limit time.Duration, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Env = append(cleanEnv(), env...)

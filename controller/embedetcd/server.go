@@ -64,6 +64,11 @@ type Config struct {
 	// signed by a CA in that file. Peer traffic is not encrypted: keep
 	// members on a trusted network.
 	TLSCert, TLSKey, TLSClientCA string
+	// NoFsync skips etcd's fsyncs (its WAL and its database): a crash of
+	// the machine can lose writes etcd acknowledged. For tests and
+	// throwaway clusters only, where a shared, busy disk would otherwise
+	// stall lease renewals for hundreds of milliseconds.
+	NoFsync bool
 }
 
 // Server is a running embedded etcd member.
@@ -169,6 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ec.InitialClusterToken = "replicator-controller"
 	ec.TickMs, ec.ElectionMs = cfg.TickMs, cfg.ElectionMs
+	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.ListenMetricsUrls = nil
 	if cfg.TLSCert != "" {
 		ec.ClientTLSInfo = transport.TLSInfo{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey,

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	// ElectionMs 500: etcd's shortest lease is then 1 s (the tests' TTL).
-	srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: dir, ClientAddr: "127.0.0.1:0", ElectionMs: 500, TickMs: 50})
+	srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: dir, ClientAddr: "127.0.0.1:0", ElectionMs: 500, TickMs: 50, NoFsync: true})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

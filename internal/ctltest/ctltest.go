@@ -27,7 +27,7 @@ func StartController(t testing.TB) *etcdstore.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", ElectionMs: 500, TickMs: 50})
+	srv, err := embedetcd.Start(ctx, embedetcd.Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", ElectionMs: 500, TickMs: 50, NoFsync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,4 +9,8 @@
 // completed". Writer stops passing lines to t.Log when the test's
 // cleanups reach it, under a lock, so no line can race the test's end;
 // later lines are dropped (the test's verdict is already out).
+//
+// OnFailure keeps the lines instead and logs them at the cleanup only if
+// the test failed: for busy components whose logs would drown a passing
+// test's output.
 package testlog

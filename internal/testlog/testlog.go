@@ -1,6 +1,7 @@
 package testlog
 
 import (
+	"bytes"
 	"io"
 	"strings"
 	"sync"
@@ -42,4 +43,40 @@ func (w *writer) Write(p []byte) (int, error) {
 // Logger is an hclog.Logger named name at level that writes to Writer(t).
 func Logger(t testing.TB, name string, level hclog.Level) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level, Output: Writer(t)})
+}
+
+// failureWriter buffers writes and hands them to t.Log, a line each, at
+// the test's cleanup if the test failed.
+type failureWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	closed bool
+}
+
+// OnFailure returns an io.Writer that keeps what is written and logs it
+// through t.Log at the test's cleanup, only if the test failed: the
+// logs of busy components (nodes, connections) that would drown a
+// passing test's output but explain a failing one. Writes after that
+// cleanup are dropped, as with Writer.
+func OnFailure(t testing.TB) io.Writer {
+	w := &failureWriter{}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.closed = true
+		if t.Failed() && w.buf.Len() > 0 {
+			t.Log("logs up to the failure:\n" + strings.TrimRight(w.buf.String(), "\n"))
+		}
+		w.buf = bytes.Buffer{}
+	})
+	return w
+}
+
+func (w *failureWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.buf.Write(p)
+	}
+	return len(p), nil
 }
