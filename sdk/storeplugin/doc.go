@@ -133,7 +133,12 @@
 // sealed memfd passed to the plugin over the channel's socket with
 // SCM_RIGHTS), reads each frame body from its TCP socket straight into the
 // ring (AppendAtFrom; AppendAt copies its bytes in), and the plugin's SDK
-// applies each entry with the store's AppendAt from there. A memfd rather
+// applies each entry from there: with the store's AppendAtFrom when it is
+// a store.AppenderFrom, its reader a store.Viewer whose one view is the
+// entry's bytes where they lie in the ring (the commitlog store writes
+// them from there and walks their records while they are in the CPU's
+// cache, as for a builtin slave's frames, instead of reading them back
+// through its mapping in its dispatcher), else with AppendAt. A memfd rather
 // than a file in the plugin's directory: nothing to clean up after a crash,
 // no write-back of the ring's pages, the host never touches the plugin's
 // files, and the seals (no shrink, no grow) keep the plugin's mapping
@@ -190,7 +195,8 @@
 // append channel's frame_version; a plugin that refuses it (an older
 // SDK, another platform) gets a channel without, and
 // ClientConfig.RingBytes < 0 turns it off. Plugin authors do nothing: the
-// store sees AppendAt, as before.
+// store sees AppendAt, or AppendAtFrom if it has that capability (the same
+// append by the store contract).
 //
 // # Crashes
 //

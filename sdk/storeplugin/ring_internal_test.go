@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"testing"
@@ -215,5 +217,98 @@ func TestPluginRingCorrupt(t *testing.T) {
 	}
 	if err := rc.consume(); err != nil || notified != 1 || st.Bounds().Max != 1000 {
 		t.Fatalf("a stopped ring applied more: %v, max %d", err, st.Bounds().Max)
+	}
+}
+
+// fromStore is a store.AppenderFrom over a memstore: it takes each
+// AppendAtFrom's bytes as views when the reader is a store.Viewer (and
+// counts them), else with io.ReadFull, and refuses offsets in refuse.
+type fromStore struct {
+	store.Store
+	read   bool // read with Read, not View
+	calls  int
+	views  int
+	refuse int64
+}
+
+func (f *fromStore) AppendAtFrom(off int64, n int, r io.Reader) (int64, error) {
+	f.calls++
+	if off == f.refuse {
+		return f.Bounds().Max, fmt.Errorf("fromStore: append at %d: %w", off, store.ErrOffsetMismatch)
+	}
+	vr, ok := r.(store.Viewer)
+	if !ok {
+		return 0, errors.New("fromStore: the reader is not a store.Viewer")
+	}
+	var b []byte
+	if f.read {
+		b = make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return 0, err
+		}
+	} else {
+		for len(b) < n {
+			v, err := vr.View(n - len(b))
+			if err != nil {
+				return 0, err
+			}
+			f.views++
+			b = append(b, v...)
+		}
+	}
+	if v, err := vr.View(1); len(v) != 0 || !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("fromStore: past the entry's end: %d bytes, %v", len(v), err)
+	}
+	return f.AppendAt(off, b)
+}
+
+// TestPluginRingAppenderFrom: a store that is a store.AppenderFrom gets
+// each ring entry through AppendAtFrom, as one view of the entry's bytes
+// (or through Read), and its refusal stops the ring as AppendAt's does.
+func TestPluginRingAppenderFrom(t *testing.T) {
+	if !shmring.Supported {
+		t.Skip("no shared-memory ring on this platform")
+	}
+	for _, read := range []bool{false, true} {
+		p, c := memfdRing(t)
+		fs := &fromStore{Store: memstore.New(1 << 20), read: read, refuse: -1}
+		notified := 0
+		rc := &ringConsumer{r: c, st: fs, notify: func() error { notified++; return nil }}
+		var all []byte
+		for i := range 5 {
+			data := bytes.Repeat([]byte{byte(i + 1)}, 700+i*300)
+			room, ok, err := p.Reserve(len(data))
+			if !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			copy(room, data)
+			p.Publish(int64(len(all)))
+			all = append(all, data...)
+		}
+		if err := rc.consume(); err != nil || notified != 0 {
+			t.Fatalf("read=%v: consume: %v, %d notifications", read, err, notified)
+		}
+		if fs.calls != 5 || (!read && fs.views != 5) {
+			t.Fatalf("read=%v: %d AppendAtFrom calls with %d views, want 5 with one view each", read, fs.calls, fs.views)
+		}
+		v, err := fs.Read(0, len(all))
+		if err != nil || !bytes.Equal(v.Data, all) {
+			t.Fatalf("read=%v: the store holds %d bytes (%v), not the ring's %d", read, len(v.Data), err, len(all))
+		}
+		v.Release()
+
+		// A refusal from AppendAtFrom: in the header, the ring stopped.
+		fs.refuse = int64(len(all))
+		room, _, _ := p.Reserve(8)
+		copy(room, "refused!")
+		p.Publish(fs.refuse)
+		if err := rc.consume(); err != nil || notified != 1 {
+			t.Fatalf("read=%v: consume of a refused entry: %v, %d notifications", read, err, notified)
+		}
+		detail, failed := p.Failure()
+		var e storev1.Error
+		if !failed || proto.Unmarshal(detail, &e) != nil || !errors.Is(decodeError(&e), store.ErrOffsetMismatch) {
+			t.Fatalf("read=%v: the header's error: %v (failed %v), want ErrOffsetMismatch", read, decodeError(&e), failed)
+		}
 	}
 }
