@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 // They start on a slave, whose answers name the master; after the stop
 // they find the new master through the addresses, the slaves' answers
 // and, while no master is known, the retried "no master" answers. Every
-// PUT_OK, of either epoch, is in the new master's log at its offset.
+// PUT_OK, of any epoch, is in the log of the master at the end (the new
+// one, or a later one if the group failed over again) at its offset, and
+// every later master's epoch is above the first's.
 func TestControllerFailover(t *testing.T) {
 	store := ctltest.StartController(t)
 	dir := t.TempDir()
@@ -88,24 +91,43 @@ func TestControllerFailover(t *testing.T) {
 	})
 	oks, maybe := ps.finish(t)
 
-	log := readBodies(t, nodes[elected].URL())
+	// The group's master now: on a busy machine the group may have failed
+	// over more than once. Whichever it is, the controller elected it from
+	// the in-sync set, so it holds every PUT_OK.
+	last := elected
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var st api.Status
+		getJSON(t, nodes[elected].URL()+"/v1/status", &st)
+		if id := st.MasterBrokerID; id != nil && *id > 0 && *id != first {
+			var ms api.Status
+			getJSON(t, nodes[*id].URL()+"/v1/status", &ms)
+			if ms.Role == "SYNC_MASTER" && ms.Fenced == "" {
+				last = *id
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no master after the failover: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	log := readBodies(t, nodes[last].URL())
 	var epochFirst, epochNew int32
+	epochNew = math.MaxInt32
 	for _, o := range oks {
 		if off, found := log[o.body]; !found || off != o.res.Offset {
-			t.Fatalf("PUT_OK %q at %d (broker %d, epoch %d) is not in the new master's log (%d, %v)", o.body, o.res.Offset, o.res.BrokerID, o.res.Epoch, off, found)
+			t.Fatalf("PUT_OK %q at %d (broker %d, epoch %d) is not in the master's log (broker %d: %d, %v)", o.body, o.res.Offset, o.res.BrokerID, o.res.Epoch, last, off, found)
 		}
-		switch r := o.res; r.BrokerID {
-		case first:
-			epochFirst = max(epochFirst, r.Epoch)
-		case elected:
-			epochNew = r.Epoch
-		default:
-			t.Fatalf("PUT_OK from broker %d, neither the first master %d nor the new one %d", r.BrokerID, first, elected)
+		if o.res.BrokerID == first {
+			epochFirst = max(epochFirst, o.res.Epoch)
+		} else {
+			epochNew = min(epochNew, o.res.Epoch)
 		}
 	}
 	if epochFirst < 1 || epochNew <= epochFirst {
-		t.Fatalf("epochs: first master %d, new master %d", epochFirst, epochNew)
+		t.Fatalf("epochs: first master up to %d, the later masters from %d", epochFirst, epochNew)
 	}
-	t.Logf("%d PUT_OK (%d from broker %d at epoch %d, %d from broker %d at epoch %d), %d may be stored",
-		len(oks), countFrom(first), first, epochFirst, countFrom(elected), elected, epochNew, maybe)
+	t.Logf("%d PUT_OK (%d from broker %d up to epoch %d, %d from broker %d from epoch %d), master at the end %d, %d may be stored",
+		len(oks), countFrom(first), first, epochFirst, countFrom(elected), elected, epochNew, last, maybe)
 }
