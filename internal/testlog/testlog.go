@@ -10,10 +10,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// writer passes each write to t.Log until closed.
+// writer passes each write to t.Log, or keeps it in buf (OnFailure),
+// until the test's cleanup closes it.
 type writer struct {
 	mu     sync.Mutex
 	t      testing.TB
+	buf    *bytes.Buffer // nil: straight to t.Log
 	closed bool
 }
 
@@ -21,12 +23,25 @@ type writer struct {
 // newlines trimmed). It stops at the test's cleanup: register cleanups
 // that log (closing a node, say) after calling Writer, as they then run
 // before it.
-func Writer(t testing.TB) io.Writer {
-	w := &writer{t: t}
+func Writer(t testing.TB) io.Writer { return newWriter(t, nil) }
+
+// OnFailure returns an io.Writer that keeps what is written and logs it
+// through t.Log at the test's cleanup, only if the test failed: the
+// logs of busy components (nodes, connections) that would drown a
+// passing test's output but explain a failing one. Writes after that
+// cleanup are dropped, as with Writer.
+func OnFailure(t testing.TB) io.Writer { return newWriter(t, new(bytes.Buffer)) }
+
+func newWriter(t testing.TB, buf *bytes.Buffer) *writer {
+	w := &writer{t: t, buf: buf}
 	t.Cleanup(func() {
 		w.mu.Lock()
+		defer w.mu.Unlock()
 		w.closed = true
-		w.mu.Unlock()
+		if w.buf != nil && w.buf.Len() > 0 && t.Failed() {
+			t.Log("logs up to the failure:\n" + strings.TrimRight(w.buf.String(), "\n"))
+		}
+		w.buf = nil
 	})
 	return w
 }
@@ -34,7 +49,11 @@ func Writer(t testing.TB) io.Writer {
 func (w *writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.closed {
+	switch {
+	case w.closed:
+	case w.buf != nil:
+		w.buf.Write(p)
+	default:
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
@@ -43,40 +62,4 @@ func (w *writer) Write(p []byte) (int, error) {
 // Logger is an hclog.Logger named name at level that writes to Writer(t).
 func Logger(t testing.TB, name string, level hclog.Level) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level, Output: Writer(t)})
-}
-
-// failureWriter buffers writes and hands them to t.Log, a line each, at
-// the test's cleanup if the test failed.
-type failureWriter struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	closed bool
-}
-
-// OnFailure returns an io.Writer that keeps what is written and logs it
-// through t.Log at the test's cleanup, only if the test failed: the
-// logs of busy components (nodes, connections) that would drown a
-// passing test's output but explain a failing one. Writes after that
-// cleanup are dropped, as with Writer.
-func OnFailure(t testing.TB) io.Writer {
-	w := &failureWriter{}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.closed = true
-		if t.Failed() && w.buf.Len() > 0 {
-			t.Log("logs up to the failure:\n" + strings.TrimRight(w.buf.String(), "\n"))
-		}
-		w.buf = bytes.Buffer{}
-	})
-	return w
-}
-
-func (w *failureWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.buf.Write(p)
-	}
-	return len(p), nil
 }

@@ -254,30 +254,26 @@ type ringConsumer struct {
 	st     store.Log
 	notify func() error // a notification frame to the host
 	failed bool
-	app    ringApplier
+	view   entryView // the entry AppendAtFrom reads
 }
 
-// ringApplier applies ring entries to a store: with AppendAtFrom and a
-// reader whose one view is the entry's bytes where they lie in the ring
+// apply appends data, a ring entry's bytes, at off: with AppendAtFrom and
+// a reader whose one view is the entry's bytes where they lie in the ring
 // when the store is a store.AppenderFrom (the commitlog store then writes
 // them from there and walks their records while they are in the CPU's
 // cache, as for a builtin slave's frames, instead of reading them back
 // through its mapping later), else with AppendAt. The two are the same
 // append by the store contract.
-type ringApplier struct {
-	v entryView
-}
-
-// appendAt appends data, a ring entry's bytes, at off to st.
-func (ra *ringApplier) appendAt(st store.Log, off int64, data []byte) (int64, error) {
-	af, ok := st.(store.AppenderFrom)
+func (rc *ringConsumer) apply(off int64, data []byte) error {
+	af, ok := rc.st.(store.AppenderFrom)
 	if !ok {
-		return st.AppendAt(off, data)
+		_, err := rc.st.AppendAt(off, data)
+		return err
 	}
-	ra.v.b = data
-	max, err := af.AppendAtFrom(off, len(data), &ra.v)
-	ra.v.b = nil
-	return max, err
+	rc.view.b = data
+	_, err := af.AppendAtFrom(off, len(data), &rc.view)
+	rc.view.b = nil
+	return err
 }
 
 var _ store.Viewer = (*entryView)(nil)
@@ -328,7 +324,7 @@ func (rc *ringConsumer) consume() error {
 			if !ok {
 				break
 			}
-			if _, err := rc.app.appendAt(rc.st, off, data); err != nil {
+			if err := rc.apply(off, data); err != nil {
 				rc.failed = true
 				detail, merr := proto.Marshal(encodeErrorBounded(err))
 				if merr != nil {
